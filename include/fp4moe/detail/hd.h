@@ -1,0 +1,7 @@
+// FP4MOE_HD: marks small constexpr helpers shared by host code and device kernels.
+#pragma once
+#if defined(__CUDACC__)
+#define FP4MOE_HD __host__ __device__
+#else
+#define FP4MOE_HD
+#endif

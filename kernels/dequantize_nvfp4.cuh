@@ -1,0 +1,46 @@
+// Kernel that expands an NVFP4 matrix back to bf16: x = bf16(e2m1 * scale / global_scale).
+#pragma once
+
+#include <cuda_bf16.h>
+#include <cstdint>
+
+#include "fp4moe/scale_layout.h"
+#include "kernels/nvfp4_device.cuh"
+
+namespace fp4moe::kernels {
+
+struct DequantizeNvfp4Params {
+  const uint8_t* packed;  // [rows, k/2], 8-byte aligned
+  const uint8_t* scales;  // UE4M3 in `layout`
+  const float* gs;        // global scale (device)
+  __nv_bfloat16* out;     // [rows, k], 16-byte aligned
+  int64_t rows, k;
+  ScaleLayout layout;
+};
+
+// One thread per 16-element block: 8 packed bytes + 1 scale in, 32 bytes out.
+__global__ void dequantize_nvfp4_kernel(DequantizeNvfp4Params p) {
+  const int64_t nsc = p.k / kNvfp4BlockSize;
+  const int64_t u = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
+  if (u >= p.rows * nsc) return;
+  const int64_t r = u / nsc, sc = u % nsc;
+  const uint2 q = *reinterpret_cast<const uint2*>(p.packed + r * (p.k / 2) + sc * 8);
+  const float sf = e4m3_decode(p.scales[scale_offset(r, sc, nsc, p.layout)]);
+  const float gs = *p.gs;
+  const uint32_t qw[2] = {q.x, q.y};
+  uint32_t o[8];
+#pragma unroll
+  for (int j = 0; j < 8; ++j) {
+    const uint32_t byte = (qw[j / 4] >> ((j % 4) * 8)) & 0xFFu;
+    // e2m1 * sf is exact in fp32 (2 + 4 significant bits); the division then rounds once, as on the host.
+    const float lo = __fdiv_rn(e2m1_decode(byte & 0xF) * sf, gs);
+    const float hi = __fdiv_rn(e2m1_decode(byte >> 4) * sf, gs);
+    const __nv_bfloat162 b = __floats2bfloat162_rn(lo, hi);
+    o[j] = *reinterpret_cast<const uint32_t*>(&b);
+  }
+  uint4* dst = reinterpret_cast<uint4*>(p.out + r * p.k + sc * kNvfp4BlockSize);
+  dst[0] = make_uint4(o[0], o[1], o[2], o[3]);
+  dst[1] = make_uint4(o[4], o[5], o[6], o[7]);
+}
+
+}  // namespace fp4moe::kernels

@@ -1,0 +1,30 @@
+// Internal CUDA helpers: turn runtime errors into Status, pointer checks, device queries.
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+#include <string>
+
+#include "fp4moe/status.h"
+
+namespace fp4moe::detail {
+
+Status cuda_status(cudaError_t err, const char* what, const char* file, int line);
+
+inline bool is_aligned(const void* p, size_t bytes) { return reinterpret_cast<uintptr_t>(p) % bytes == 0; }
+
+// Status naming the argument when `p` is null or not `bytes`-aligned.
+Status check_device_pointer(const void* p, size_t bytes, const char* name);
+
+}  // namespace fp4moe::detail
+
+// Return a kCudaError Status from the enclosing function when a CUDA call fails.
+#define FP4MOE_CUDA_TRY(expr)                                                                     \
+  do {                                                                                            \
+    cudaError_t _fp4moe_e = (expr);                                                               \
+    if (_fp4moe_e != cudaSuccess) return ::fp4moe::detail::cuda_status(_fp4moe_e, #expr, __FILE__, __LINE__); \
+  } while (0)
+
+// After a kernel launch: report a launch failure as a Status.
+#define FP4MOE_CHECK_LAUNCH(name) FP4MOE_CUDA_TRY(cudaGetLastError())

@@ -1,0 +1,145 @@
+// GPU tests: the NVFP4 quantize/dequantize kernels against the host codec, bit for bit.
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "fp4moe/bf16.h"
+#include "fp4moe/nvfp4.h"
+#include "fp4moe/quantize.h"
+#include "reference/nvfp4_reference.h"
+#include "tests/common/test_random.h"
+#include "tests/gpu/gpu_test_util.h"
+
+namespace fp4moe {
+namespace {
+
+using testing::DeviceBuffer;
+
+struct Shape { int64_t rows, k; };
+const Shape kShapes[] = {{1, 16}, {1, 7168}, {3, 48}, {127, 16}, {129, 272}, {300, 6144}, {64, 7168}, {1000, 2048}};
+
+// Quantize on the GPU (global scale computed or given) and compare every output byte with the codec.
+void check_quantize(const Shape& sh, ScaleLayout layout, bool compute_gs, uint64_t seed) {
+  SCOPED_TRACE("rows " + std::to_string(sh.rows) + " k " + std::to_string(sh.k) + " layout " +
+               scale_layout_name(layout) + (compute_gs ? " computed gs" : " given gs") + " seed " + std::to_string(seed));
+  const auto bits = testing::random_bf16_matrix(sh.rows, sh.k, seed);
+  const float given_gs = 37.25f;
+  Nvfp4Matrix ref;
+  ASSERT_TRUE(quantize_nvfp4_bf16(bits.data(), sh.rows, sh.k, compute_gs ? std::nullopt : std::optional<float>(given_gs),
+                                  layout, &ref).is_ok());
+  const size_t sbytes = static_cast<size_t>(scale_buffer_bytes(sh.rows, sh.k, layout));
+  DeviceBuffer in(bits.size() * 2), packed(ref.packed.size()), scales(sbytes), gs(4);
+  ASSERT_TRUE(in.upload(bits));
+  ASSERT_TRUE(packed.poison());
+  ASSERT_TRUE(scales.poison());
+  ASSERT_TRUE(gs.upload(std::vector<float>{compute_gs ? -1.0f : given_gs}));
+  QuantizeNvfp4Args a;
+  a.input = in.get();
+  a.rows = sh.rows;
+  a.k = sh.k;
+  a.packed = packed.get();
+  a.scales = scales.get();
+  a.scale_layout = layout;
+  a.global_scale = gs.as<float>();
+  a.compute_global_scale = compute_gs;
+  ASSERT_TRUE(QuantizeNvfp4::can_implement(a).is_ok());
+  DeviceBuffer ws(QuantizeNvfp4::workspace_size(a));
+  ASSERT_TRUE(ws.poison());
+  const Status s = QuantizeNvfp4::run(a, ws.get(), ws.bytes(), nullptr);
+  ASSERT_TRUE(s.is_ok()) << s.to_string();
+  const Status chk = QuantizeNvfp4::check(ws.get(), nullptr);
+  ASSERT_TRUE(chk.is_ok()) << chk.to_string();
+  const auto got_p = packed.download<uint8_t>(ref.packed.size());
+  const auto got_s = scales.download<uint8_t>(sbytes);
+  const auto got_g = gs.download<float>(1);
+  ASSERT_EQ(got_g.size(), 1u);
+  EXPECT_EQ(got_g[0], ref.global_scale);
+  ASSERT_EQ(got_p.size(), ref.packed.size());
+  for (size_t i = 0; i < got_p.size(); ++i)
+    ASSERT_EQ(got_p[i], ref.packed[i]) << "packed byte " << i << " (row " << i / (sh.k / 2) << ")";
+  for (size_t i = 0; i < got_s.size(); ++i) ASSERT_EQ(got_s[i], ref.scales[i]) << "scale byte " << i;
+
+  // Dequantize back on the GPU: bit-exact with the reference's bf16.
+  DeviceBuffer out(bits.size() * 2);
+  ASSERT_TRUE(out.poison(0xFF));  // 0xFFFF is a NaN: an unwritten element cannot pass
+  DequantizeNvfp4Args d;
+  d.packed = packed.get();
+  d.scales = scales.get();
+  d.scale_layout = layout;
+  d.global_scale = gs.as<float>();
+  d.rows = sh.rows;
+  d.k = sh.k;
+  d.output = out.get();
+  const Status ds = DequantizeNvfp4::run(d, nullptr);
+  ASSERT_TRUE(ds.is_ok()) << ds.to_string();
+  ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  const auto got_x = out.download<uint16_t>(bits.size());
+  const auto want_x = reference::dequantize_to_bf16(ref);
+  ASSERT_EQ(want_x.size(), got_x.size());
+  for (size_t i = 0; i < got_x.size(); ++i) ASSERT_EQ(got_x[i], want_x[i]) << "element " << i;
+}
+
+TEST(QuantizeGpu, BitExactWithHostCodecAllShapesLayoutsModes) {
+  FP4MOE_SKIP_WITHOUT_GPU();
+  const uint64_t seed = testing::fresh_seed();
+  for (const Shape& sh : kShapes)
+    for (ScaleLayout layout : {ScaleLayout::kLinear, ScaleLayout::kSwizzled128x4})
+      for (bool compute_gs : {true, false}) {
+        check_quantize(sh, layout, compute_gs, seed + static_cast<uint64_t>(sh.rows * 131 + sh.k));
+        if (HasFatalFailure()) return;
+      }
+}
+
+TEST(QuantizeGpu, NonFiniteInputIsReported) {
+  FP4MOE_SKIP_WITHOUT_GPU();
+  std::vector<uint16_t> bits = testing::random_bf16_matrix(4, 64, testing::fresh_seed());
+  bits[77] = 0x7F80;  // +Inf
+  DeviceBuffer in(bits.size() * 2), packed(4 * 32), scales(16), gs(4);
+  ASSERT_TRUE(in.upload(bits));
+  QuantizeNvfp4Args a;
+  a.input = in.get();
+  a.rows = 4;
+  a.k = 64;
+  a.packed = packed.get();
+  a.scales = scales.get();
+  a.global_scale = gs.as<float>();
+  a.compute_global_scale = true;
+  DeviceBuffer ws(QuantizeNvfp4::workspace_size(a));
+  ASSERT_TRUE(QuantizeNvfp4::run(a, ws.get(), ws.bytes(), nullptr).is_ok());
+  const Status s = QuantizeNvfp4::check(ws.get(), nullptr);
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(s.message().find("Inf or NaN"), std::string::npos);
+  // A clean run afterwards clears the flag.
+  bits[77] = 0x3F80;
+  ASSERT_TRUE(in.upload(bits));
+  ASSERT_TRUE(QuantizeNvfp4::run(a, ws.get(), ws.bytes(), nullptr).is_ok());
+  EXPECT_TRUE(QuantizeNvfp4::check(ws.get(), nullptr).is_ok());
+}
+
+TEST(QuantizeGpu, BadArgumentsAreRejectedWithoutLaunching) {
+  // Argument checks need no device: they run in CI too.
+  QuantizeNvfp4Args a;
+  a.rows = 4;
+  a.k = 24;
+  EXPECT_NE(QuantizeNvfp4::can_implement(a).message().find("multiple of 16"), std::string::npos);
+  a.k = 32;
+  EXPECT_NE(QuantizeNvfp4::can_implement(a).message().find("input is null"), std::string::npos);
+  alignas(16) static char buf[256];
+  a.input = buf + 8;
+  EXPECT_EQ(QuantizeNvfp4::can_implement(a).code(), StatusCode::kMisaligned);
+  a.input = buf;
+  a.packed = buf;
+  a.scales = buf;
+  a.global_scale = reinterpret_cast<float*>(buf);
+  EXPECT_TRUE(QuantizeNvfp4::can_implement(a).is_ok());
+  EXPECT_EQ(QuantizeNvfp4::run(a, buf, 4, nullptr).code(), StatusCode::kResourceExhausted);
+  a.rows = -1;
+  EXPECT_FALSE(QuantizeNvfp4::can_implement(a).is_ok());
+  DequantizeNvfp4Args d;
+  d.rows = 2;
+  d.k = 15;
+  EXPECT_FALSE(DequantizeNvfp4::can_implement(d).is_ok());
+}
+
+}  // namespace
+}  // namespace fp4moe

@@ -1,0 +1,278 @@
+// Unit tests of the NVFP4 host codec: scalar codes, rounding ties, scale layouts, edge cases, random round trips.
+#include <gtest/gtest.h>
+
+#include <cuda_fp8.h>  // NVIDIA's host implementation of E4M3 conversion, an independent oracle
+
+#include <cfloat>
+#include <cmath>
+#include <random>
+#include <set>
+
+#include "fp4moe/bf16.h"
+#include "fp4moe/nvfp4.h"
+#include "reference/nvfp4_reference.h"
+#include "tests/common/test_random.h"
+
+namespace fp4moe {
+namespace {
+
+TEST(E2M1, AllSixteenCodesBothWays) {
+  const float mags[8] = {0.0f, 0.5f, 1.0f, 1.5f, 2.0f, 3.0f, 4.0f, 6.0f};
+  for (uint8_t c = 0; c < 16; ++c) {
+    const float expect = (c & 8) ? -mags[c & 7] : mags[c & 7];
+    EXPECT_EQ(e2m1_to_float(c), expect) << "code " << int(c);
+    EXPECT_EQ(std::signbit(e2m1_to_float(c)), (c & 8) != 0) << "code " << int(c);
+    EXPECT_EQ(float_to_e2m1(e2m1_to_float(c)), c) << "code " << int(c);
+  }
+}
+
+TEST(E2M1, MidpointsTieToEven) {
+  struct Case { float in; float out; };
+  const Case cases[] = {{0.25f, 0.0f}, {0.75f, 1.0f}, {1.25f, 1.0f}, {1.75f, 2.0f},
+                        {2.5f, 2.0f},  {3.5f, 4.0f},  {5.0f, 4.0f}};
+  for (const Case& c : cases) {
+    EXPECT_EQ(e2m1_to_float(float_to_e2m1(c.in)), c.out) << c.in;
+    EXPECT_EQ(e2m1_to_float(float_to_e2m1(-c.in)), -c.out) << -c.in;
+    // Just off the midpoint goes to the nearer value.
+    EXPECT_EQ(e2m1_to_float(float_to_e2m1(std::nextafter(c.in, 0.0f))) <= c.out, true) << c.in;
+  }
+  EXPECT_EQ(e2m1_to_float(float_to_e2m1(std::nextafter(0.25f, 1.0f))), 0.5f);
+  EXPECT_EQ(e2m1_to_float(float_to_e2m1(std::nextafter(5.0f, 9.0f))), 6.0f);
+  EXPECT_EQ(e2m1_to_float(float_to_e2m1(std::nextafter(0.75f, 0.0f))), 0.5f);
+}
+
+TEST(E2M1, SaturatesPastSix) {
+  for (float x : {6.0f, 6.5f, 7.0f, 100.0f, 1e30f, INFINITY}) {
+    EXPECT_EQ(float_to_e2m1(x), 0x7) << x;
+    EXPECT_EQ(float_to_e2m1(-x), 0xF) << -x;
+  }
+}
+
+TEST(E4M3, DecodeMatchesCudaFp8Header) {
+  for (int c = 0; c < 256; ++c) {
+    const __half_raw h = __nv_cvt_fp8_to_halfraw(static_cast<__nv_fp8_storage_t>(c), __NV_E4M3);
+    const float theirs = __half2float(__half(h));
+    const float ours = e4m3_to_float(static_cast<uint8_t>(c));
+    if (std::isnan(theirs)) {
+      EXPECT_TRUE(std::isnan(ours)) << c;
+    } else {
+      EXPECT_EQ(ours, theirs) << "code " << c;
+    }
+  }
+}
+
+TEST(E4M3, EncodeKnownPoints) {
+  EXPECT_EQ(float_to_e4m3_satfinite(448.0f), 0x7E);
+  EXPECT_EQ(float_to_e4m3_satfinite(464.0f), 0x7E);  // midpoint to the NaN slot: saturates
+  EXPECT_EQ(float_to_e4m3_satfinite(1e9f), 0x7E);
+  EXPECT_EQ(float_to_e4m3_satfinite(INFINITY), 0x7E);
+  EXPECT_EQ(float_to_e4m3_satfinite(NAN), 0x7F);
+  EXPECT_EQ(float_to_e4m3_satfinite(0.0f), 0x00);
+  EXPECT_EQ(float_to_e4m3_satfinite(std::ldexp(1.0f, -9)), 0x01);      // smallest subnormal
+  EXPECT_EQ(float_to_e4m3_satfinite(std::ldexp(1.0f, -10)), 0x00);     // tie 0 | 2^-9: even (0)
+  EXPECT_EQ(float_to_e4m3_satfinite(std::ldexp(3.0f, -10)), 0x02);     // tie 1 | 2: even (2)
+  EXPECT_EQ(float_to_e4m3_satfinite(std::ldexp(7.0f, -9)), 0x07);      // largest subnormal
+  EXPECT_EQ(float_to_e4m3_satfinite(std::ldexp(1.0f, -6)), 0x08);      // smallest normal
+  EXPECT_EQ(float_to_e4m3_satfinite(1.0f), 0x38);
+  EXPECT_EQ(float_to_e4m3_satfinite(1.0625f), 0x38);  // tie 1 | 1.125: even (1.0)
+  EXPECT_EQ(float_to_e4m3_satfinite(1.1875f), 0x3A);  // tie 1.125 | 1.25: even (1.25)
+}
+
+TEST(E4M3, EncodeMatchesCudaFp8HeaderOnRandomAndMidpoints) {
+  const uint64_t seed = testing::fresh_seed();
+  SCOPED_TRACE("seed " + std::to_string(seed));
+  std::mt19937_64 rng(seed);
+  std::uniform_real_distribution<float> e(-14.0f, 10.0f), s(1.0f, 2.0f);
+  std::vector<float> xs;
+  for (int i = 0; i < 200000; ++i) xs.push_back(s(rng) * std::exp2(e(rng)));
+  for (int c = 0; c < 126; ++c) {  // every midpoint and its neighbours
+    const float m = 0.5f * (e4m3_to_float(uint8_t(c)) + e4m3_to_float(uint8_t(c + 1)));
+    xs.push_back(m);
+    xs.push_back(std::nextafter(m, 0.0f));
+    xs.push_back(std::nextafter(m, 1000.0f));
+  }
+  for (float x : xs) {
+    const auto theirs = __nv_cvt_float_to_fp8(x, __NV_SATFINITE, __NV_E4M3);
+    ASSERT_EQ(float_to_e4m3_satfinite(x), theirs) << "x = " << x;
+    ASSERT_EQ(float_to_e4m3_satfinite(-x), __nv_cvt_float_to_fp8(-x, __NV_SATFINITE, __NV_E4M3)) << "x = " << -x;
+  }
+}
+
+TEST(ScaleLayout, SwizzledOffsetIsTheRowMajorIndexOfTheLogicalShape) {
+  // Logical shape [rows/128, cols/4, 32, 4, 4] indexed by (m/128, k/4, m%32, (m/32)%4, k%4).
+  for (auto [rows, k] : {std::pair<int64_t, int64_t>{1, 16}, {37, 48}, {128, 64}, {129, 80}, {300, 7168 / 16 * 16}}) {
+    const int64_t nsc = k / 16, kt = ceil_div(nsc, 4);
+    const int64_t dims[5] = {ceil_div(rows, 128), kt, 32, 4, 4};
+    std::set<int64_t> seen;
+    for (int64_t m = 0; m < rows; ++m) {
+      for (int64_t c = 0; c < nsc; ++c) {
+        const int64_t idx[5] = {m / 128, c / 4, m % 32, (m / 32) % 4, c % 4};
+        int64_t lin = 0;
+        for (int d = 0; d < 5; ++d) lin = lin * dims[d] + idx[d];
+        ASSERT_EQ(swizzled_scale_offset(m, c, nsc), lin) << "row " << m << " col " << c;
+        ASSERT_LT(lin, scale_buffer_bytes(rows, k, ScaleLayout::kSwizzled128x4));
+        ASSERT_TRUE(seen.insert(lin).second) << "offset used twice";
+      }
+    }
+  }
+}
+
+TEST(ScaleLayout, ConversionRoundTripAndZeroPadding) {
+  const int64_t rows = 131, k = 16 * 7;
+  std::vector<uint8_t> lin(static_cast<size_t>(rows * 7));
+  std::mt19937 rng(1234);
+  for (auto& b : lin) b = static_cast<uint8_t>(1 + rng() % 126);
+  std::vector<uint8_t> sw, back;
+  ASSERT_TRUE(convert_scale_layout(lin, rows, k, ScaleLayout::kLinear, ScaleLayout::kSwizzled128x4, &sw).is_ok());
+  EXPECT_EQ(static_cast<int64_t>(sw.size()), 256 * 8);
+  int64_t nonzero = 0;
+  for (uint8_t b : sw) nonzero += b != 0;
+  EXPECT_EQ(nonzero, rows * 7);  // every real entry is non-zero, every pad entry zero
+  ASSERT_TRUE(convert_scale_layout(sw, rows, k, ScaleLayout::kSwizzled128x4, ScaleLayout::kLinear, &back).is_ok());
+  EXPECT_EQ(back, lin);
+  std::vector<uint8_t> wrong(5);
+  const Status s = convert_scale_layout(wrong, rows, k, ScaleLayout::kLinear, ScaleLayout::kSwizzled128x4, &sw);
+  EXPECT_FALSE(s.is_ok());
+  EXPECT_NE(s.message().find("needs"), std::string::npos);
+}
+
+TEST(Quantize, NibbleOrderLowFirst) {
+  std::vector<float> x(16, 0.0f);
+  x[0] = 0.5f;   // code 1
+  x[1] = 6.0f;   // code 7
+  x[2] = -1.0f;  // code 0xA
+  x[3] = 3.0f;   // code 5
+  Nvfp4Matrix m;
+  ASSERT_TRUE(quantize_nvfp4(x.data(), 1, 16, 1.0f, ScaleLayout::kLinear, &m).is_ok());
+  EXPECT_EQ(m.scales[0], float_to_e4m3_satfinite(1.0f));  // gs * 6 / 6 = 1
+  EXPECT_EQ(m.packed[0], 0x71);
+  EXPECT_EQ(m.packed[1], 0x5A);
+  for (int i = 2; i < 8; ++i) EXPECT_EQ(m.packed[i], 0);
+}
+
+TEST(Quantize, RejectsBadShapesAndNonFinite) {
+  std::vector<float> x(32, 1.0f);
+  Nvfp4Matrix m;
+  Status s = quantize_nvfp4(x.data(), 2, 15, std::nullopt, ScaleLayout::kLinear, &m);
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(s.message().find("multiple of 16"), std::string::npos);
+  x[17] = NAN;
+  s = quantize_nvfp4(x.data(), 2, 16, std::nullopt, ScaleLayout::kLinear, &m);
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(s.message().find("row 1, col 1"), std::string::npos) << s.message();
+  x[17] = -INFINITY;
+  EXPECT_FALSE(quantize_nvfp4(x.data(), 2, 16, std::nullopt, ScaleLayout::kLinear, &m).is_ok());
+  x[17] = 1.0f;
+  EXPECT_FALSE(quantize_nvfp4(x.data(), 2, 16, 0.0f, ScaleLayout::kLinear, &m).is_ok());
+  EXPECT_FALSE(quantize_nvfp4(x.data(), 2, 16, NAN, ScaleLayout::kLinear, &m).is_ok());
+  EXPECT_FALSE(quantize_nvfp4(nullptr, 2, 16, std::nullopt, ScaleLayout::kLinear, &m).is_ok());
+}
+
+TEST(Quantize, AllZeroTensorAndBlocks) {
+  std::vector<float> x(64, 0.0f);
+  Nvfp4Matrix m;
+  ASSERT_TRUE(quantize_nvfp4(x.data(), 2, 32, std::nullopt, ScaleLayout::kLinear, &m).is_ok());
+  EXPECT_EQ(m.global_scale, 1.0f);
+  for (uint8_t b : m.packed) EXPECT_EQ(b, 0);
+  for (uint8_t b : m.scales) EXPECT_EQ(b, 0);
+  x[40] = 3.0f;  // one non-zero block; the others stay exactly zero
+  ASSERT_TRUE(quantize_nvfp4(x.data(), 2, 32, std::nullopt, ScaleLayout::kLinear, &m).is_ok());
+  EXPECT_EQ(m.global_scale, 2688.0f / 3.0f);
+  EXPECT_EQ(m.scales[0], 0);
+  EXPECT_EQ(m.scales[1], 0);
+  EXPECT_EQ(m.scales[3], 0);
+  EXPECT_EQ(m.scales[2], 0x7E);  // gs * amax / 6 = 448
+  std::vector<float> back;
+  ASSERT_TRUE(dequantize_nvfp4(m, &back).is_ok());
+  for (int i = 0; i < 64; ++i) EXPECT_FLOAT_EQ(back[i], x[i]) << i;
+}
+
+TEST(Quantize, SubnormalScalesAndSaturation) {
+  // Tensor amax 2688 sets gs = 1; a block of amax 0.03 gets scale e4m3(0.005), a subnormal (code 3 * 2^-9).
+  std::vector<float> x(32, 0.0f);
+  x[0] = 2688.0f;
+  x[16] = 0.03f;
+  x[17] = -0.015f;
+  Nvfp4Matrix m;
+  ASSERT_TRUE(quantize_nvfp4(x.data(), 1, 32, std::nullopt, ScaleLayout::kLinear, &m).is_ok());
+  EXPECT_EQ(m.global_scale, 1.0f);
+  EXPECT_EQ(m.scales[1], 0x03) << "expected the subnormal E4M3 scale 3 * 2^-9";
+  // A caller scale far too large saturates the block scale at 448 and the elements at +-6.
+  ASSERT_TRUE(quantize_nvfp4(x.data(), 1, 32, 1e6f, ScaleLayout::kLinear, &m).is_ok());
+  EXPECT_EQ(m.scales[0], 0x7E);
+  EXPECT_EQ(m.code(0, 0), 0x7);
+  EXPECT_EQ(m.code(0, 17), 0xF);
+}
+
+TEST(GlobalScale, Recipe) {
+  EXPECT_EQ(nvfp4_global_scale(0.0f), 1.0f);
+  EXPECT_EQ(nvfp4_global_scale(2688.0f), 1.0f);
+  EXPECT_EQ(nvfp4_global_scale(1.0f), 2688.0f);
+  EXPECT_EQ(nvfp4_global_scale(1e-44f), FLT_MAX);
+}
+
+// Each element's error is at most half the gap between the two E2M1 values bracketing x / denom
+// (or the saturation excess past 6), in units of denom = scale / gs.
+void expect_round_trip_bound(const std::vector<float>& x, const Nvfp4Matrix& m) {
+  const float mags[8] = {0.0f, 0.5f, 1.0f, 1.5f, 2.0f, 3.0f, 4.0f, 6.0f};
+  int64_t checked = 0;
+  for (int64_t r = 0; r < m.rows; ++r) {
+    for (int64_t c = 0; c < m.k; ++c) {
+      const double xv = x[static_cast<size_t>(r * m.k + c)];
+      const double sf = e4m3_to_float(m.scale(r, c / 16));
+      const double got = reference::decode_exact(m, r, c);
+      if (sf == 0.0) {
+        ASSERT_EQ(got, 0.0);
+        ASSERT_LE(std::fabs(xv) * m.global_scale / 6.0, std::ldexp(1.0, -10) * 1.0001) << "zero scale for a non-tiny block";
+        continue;
+      }
+      const double denom = sf / m.global_scale;
+      const double v = std::fabs(xv) / denom;
+      double bound;
+      if (v >= 6.0) {
+        bound = (v - 6.0) * denom;
+      } else {
+        int i = 0;
+        while (mags[i + 1] < v) ++i;
+        bound = 0.5 * (mags[i + 1] - mags[i]) * denom;
+      }
+      ASSERT_LE(std::fabs(got - xv), bound * (1 + 1e-6) + 1e-30) << "row " << r << " col " << c << " x " << xv;
+      ++checked;
+    }
+  }
+  EXPECT_GT(checked, 0);
+}
+
+TEST(Quantize, RandomRoundTripWithinHalfStepBothLayouts) {
+  const uint64_t seed = testing::fresh_seed();
+  SCOPED_TRACE("seed " + std::to_string(seed));
+  for (auto [rows, k] : {std::pair<int64_t, int64_t>{1, 16}, {3, 48}, {130, 256}, {17, 7168}}) {
+    const auto bits = testing::random_bf16_matrix(rows, k, seed + rows);
+    std::vector<float> x(bits.size());
+    for (size_t i = 0; i < x.size(); ++i) x[i] = bf16_to_float(bits[i]);
+    Nvfp4Matrix lin, sw;
+    ASSERT_TRUE(quantize_nvfp4(x.data(), rows, k, std::nullopt, ScaleLayout::kLinear, &lin).is_ok());
+    ASSERT_TRUE(quantize_nvfp4_bf16(bits.data(), rows, k, std::nullopt, ScaleLayout::kSwizzled128x4, &sw).is_ok());
+    expect_round_trip_bound(x, lin);
+    EXPECT_EQ(lin.packed, sw.packed);
+    std::vector<uint8_t> conv;
+    ASSERT_TRUE(convert_scale_layout(lin.scales, rows, k, ScaleLayout::kLinear, ScaleLayout::kSwizzled128x4, &conv).is_ok());
+    EXPECT_EQ(conv, sw.scales);
+    // The block scale keeps the block's amax representable: amax / denom lies in [6/(1+2^-4), 6/(1-2^-4)].
+    for (int64_t r = 0; r < rows; ++r) {
+      for (int64_t sc = 0; sc < k / 16; ++sc) {
+        float amax = 0.0f;
+        for (int i = 0; i < 16; ++i) amax = std::fmax(amax, std::fabs(x[static_cast<size_t>(r * k + sc * 16 + i)]));
+        const double sf = e4m3_to_float(lin.scale(r, sc));
+        // Only where gs * amax / 6 is in E4M3's normal range: subnormal spacing is coarser.
+        if (static_cast<double>(lin.global_scale) * amax / 6.0 < std::ldexp(1.0, -6)) continue;
+        const double ratio = amax * lin.global_scale / sf;
+        EXPECT_GE(ratio, 6.0 / (1 + 1.0 / 16) * 0.9999);
+        EXPECT_LE(ratio, 6.0 / (1 - 1.0 / 16) * 1.0001);
+      }
+    }
+  }
+}
+
+}  // namespace
+}  // namespace fp4moe
