@@ -1,4 +1,4 @@
-// Kernel that expands an NVFP4 matrix back to bf16: x = bf16(e2m1 * scale / global_scale).
+// Kernel that expands an NVFP4 matrix back to bf16: x = bf16(e2m1 * scale * (1 / global_scale)).
 #pragma once
 
 #include <cuda_bf16.h>
@@ -26,15 +26,15 @@ __global__ void dequantize_nvfp4_kernel(DequantizeNvfp4Params p) {
   const int64_t r = u / nsc, sc = u % nsc;
   const uint2 q = *reinterpret_cast<const uint2*>(p.packed + r * (p.k / 2) + sc * 8);
   const float sf = e4m3_decode(p.scales[scale_offset(r, sc, nsc, p.layout)]);
-  const float gs = *p.gs;
+  const float inv_gs = __frcp_rn(*p.gs);  // IEEE 1/gs, as the host's 1.0f / gs
   const uint32_t qw[2] = {q.x, q.y};
   uint32_t o[8];
 #pragma unroll
   for (int j = 0; j < 8; ++j) {
     const uint32_t byte = (qw[j / 4] >> ((j % 4) * 8)) & 0xFFu;
-    // e2m1 * sf is exact in fp32 (2 + 4 significant bits); the division then rounds once, as on the host.
-    const float lo = __fdiv_rn(e2m1_decode(byte & 0xF) * sf, gs);
-    const float hi = __fdiv_rn(e2m1_decode(byte >> 4) * sf, gs);
+    // e2m1 * sf is exact in fp32 (2 + 4 significant bits); the multiply by 1/gs rounds once, as on the host.
+    const float lo = __fmul_rn(e2m1_decode(byte & 0xF) * sf, inv_gs);
+    const float hi = __fmul_rn(e2m1_decode(byte >> 4) * sf, inv_gs);
     const __nv_bfloat162 b = __floats2bfloat162_rn(lo, hi);
     o[j] = *reinterpret_cast<const uint32_t*>(&b);
   }

@@ -85,9 +85,10 @@ __global__ void quantize_nvfp4_kernel(QuantizeNvfp4Params p) {
   const float sf_f = e4m3_decode(sf);
   uint32_t out[2] = {0u, 0u};
   if (sf_f != 0.0f) {
-    const float denom = __fdiv_rn(sf_f, gs);
+    // One IEEE division per block, a multiply per element: same ops, same order as the host codec.
+    const float inv = fminf(__fdiv_rn(gs, sf_f), FLT_MAX);
 #pragma unroll
-    for (int i = 0; i < 16; ++i) out[i / 8] |= e2m1_encode(__fdiv_rn(x[i], denom)) << ((i % 8) * 4);
+    for (int i = 0; i < 16; ++i) out[i / 8] |= e2m1_encode(__fmul_rn(x[i], inv)) << ((i % 8) * 4);
   }
   *reinterpret_cast<uint2*>(p.packed + r * (p.k / 2) + sc * 8) = make_uint2(out[0], out[1]);
   p.scales[scale_offset(r, sc, nsc, p.layout)] = sf;

@@ -155,12 +155,11 @@ Status quantize_nvfp4(const float* x, int64_t rows, int64_t k, std::optional<flo
       const uint8_t sf = nvfp4_block_scale(gs, bmax);
       out->scales[static_cast<size_t>(scale_offset(r, sc, nsc, layout))] = sf;
       const float sf_f = e4m3_to_float(sf);
+      // One division per block, then a multiply per element (as the published GPU recipes do); clamped
+      // so that a denormal-range block cannot turn 0 * inf into NaN.
+      const float inv = sf_f != 0.0f ? std::fmin(gs / sf_f, FLT_MAX) : 0.0f;
       for (int i = 0; i < kNvfp4BlockSize; ++i) {
-        uint8_t q = 0;
-        if (sf_f != 0.0f) {
-          const float denom = sf_f / gs;
-          q = float_to_e2m1(blk[i] / denom);
-        }
+        const uint8_t q = sf_f != 0.0f ? float_to_e2m1(blk[i] * inv) : 0;
         const int64_t c = sc * kNvfp4BlockSize + i;
         uint8_t& byte = out->packed[static_cast<size_t>(r * (k / 2) + c / 2)];
         byte |= (c % 2 == 0) ? q : static_cast<uint8_t>(q << 4);
@@ -185,10 +184,11 @@ Status dequantize_nvfp4(const Nvfp4Matrix& m, std::vector<float>* out) {
       static_cast<int64_t>(m.scales.size()) != scale_buffer_bytes(m.rows, m.k, m.scale_layout))
     return invalid_argument("packed/scale buffer sizes do not match the matrix shape");
   out->resize(static_cast<size_t>(m.rows * m.k));
+  const float inv_gs = 1.0f / m.global_scale;
   for (int64_t r = 0; r < m.rows; ++r) {
     for (int64_t c = 0; c < m.k; ++c) {
       const float prod = e2m1_to_float(m.code(r, c)) * e4m3_to_float(m.scale(r, c / kNvfp4BlockSize));
-      (*out)[static_cast<size_t>(r * m.k + c)] = prod / m.global_scale;
+      (*out)[static_cast<size_t>(r * m.k + c)] = prod * inv_gs;
     }
   }
   return Status::ok();

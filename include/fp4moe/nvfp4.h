@@ -58,7 +58,7 @@ Status quantize_nvfp4(const float* x, int64_t rows, int64_t k, std::optional<flo
 Status quantize_nvfp4_bf16(const uint16_t* x, int64_t rows, int64_t k, std::optional<float> global_scale,
                            ScaleLayout layout, Nvfp4Matrix* out);
 
-// x ~= e2m1 * float(scale) / global_scale, computed in fp32 in that order (the product is exact).
+// x ~= e2m1 * float(scale) * (1 / global_scale), in fp32: the product is exact, 1/gs and the last multiply round.
 Status dequantize_nvfp4(const Nvfp4Matrix& m, std::vector<float>* out);
 
 // Re-lay the scales of a matrix (linear <-> swizzled). Padding entries of a swizzled buffer are zero.
