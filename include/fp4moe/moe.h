@@ -1,0 +1,111 @@
+// The NVFP4 MoE layer (W4A16): prepack once, then forward = routing -> gate_up (+SwiGLU) -> down (+finalize).
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "fp4moe/status.h"
+
+namespace fp4moe {
+
+struct MoeShape {
+  int64_t num_experts = 0;   // E, 1..1024
+  int64_t hidden = 0;        // H: multiple of 128 (down's N tile) and of 256 (gate_up's K tile)
+  int64_t intermediate = 0;  // I: 2I a multiple of 128, I a multiple of 256
+  int64_t top_k = 0;         // k, 1..E
+};
+
+// Order of the two halves of w13 [E, 2I, H]. FlashInfer / TensorRT-LLM store up first; vLLM gate first.
+enum class GateUpOrder { kGateFirst, kUpFirst };
+
+// What the per-expert fp32 global scale means.
+enum class GlobalScaleKind {
+  kQuantize,    // fp4moe / docs/format.md: x = e2m1 * scale / gs  (gs = 448 * 6 / amax)
+  kDequantize,  // ModelOpt `weight_scale_2`: x = e2m1 * scale * g  (g = amax / (448 * 6))
+};
+
+// How the down projection's k slots of a token are summed.
+enum class FinalizeMode {
+  kDeterministic,  // fp32 partial per (token, slot), then a fixed-order sum: bit-identical run to run
+  kAtomic,         // fp32 atomics into a [T, H] buffer: less traffic, summation order not fixed
+};
+
+// Expert weights in the checkpoint (ModelOpt) layout, on the device.
+struct Nvfp4ExpertWeights {
+  const void* packed = nullptr;        // uint8 [E, N, K/2], element 2j in the low nibble
+  const void* scales = nullptr;        // UE4M3 [E, N, K/16], linear
+  const float* global_scale = nullptr;  // fp32 [E]
+};
+
+struct MoeLayerOptions {
+  GateUpOrder gate_up_order = GateUpOrder::kGateFirst;
+  GlobalScaleKind global_scale_kind = GlobalScaleKind::kQuantize;
+  FinalizeMode finalize = FinalizeMode::kDeterministic;
+  int block_m = 0;  // 0: chosen per call from tokens per expert; else one of kernel_block_ms()
+};
+
+struct MoeForwardArgs {
+  const void* hidden = nullptr;        // bf16 [T, H], 16-byte aligned
+  int64_t num_tokens = 0;              // T (0 is a no-op)
+  const int32_t* topk_ids = nullptr;   // [T, k]; ids outside [0, E) are skipped and reported by check()
+  const float* topk_weights = nullptr;  // [T, k]; non-finite weights are skipped and reported
+  void* output = nullptr;              // bf16 [T, H], 16-byte aligned
+};
+
+// Which parts of forward() to enqueue (benchmarks time them one by one; the layer always runs all).
+enum MoePhase : unsigned { kPhaseRouting = 1, kPhaseGateUp = 2, kPhaseDown = 4, kPhaseAll = 7 };
+
+// Where a run's intermediate results sit inside its workspace (device pointers), for tests and debugging.
+struct MoeWorkspaceView {
+  const int32_t* expert_offsets = nullptr;  // [E + 1] permuted rows of expert e: [offsets[e], offsets[e+1])
+  const int32_t* perm_pair = nullptr;       // [T * k] pair index (t * k + s) of each permuted row
+  const int32_t* inv_perm = nullptr;        // [T * k] permuted row of each pair, -1 if the pair was skipped
+  const void* act = nullptr;                // bf16 [T * k, I] SwiGLU output in permuted row order
+};
+
+// Block sizes along M (tokens per work chunk) of the kernel configs built into this library.
+std::vector<int> kernel_block_ms();
+
+class MoeLayer {
+ public:
+  MoeLayer();
+  ~MoeLayer();
+  MoeLayer(MoeLayer&&) noexcept;
+  MoeLayer& operator=(MoeLayer&&) noexcept;
+  MoeLayer(const MoeLayer&) = delete;
+  MoeLayer& operator=(const MoeLayer&) = delete;
+
+  static Status can_implement(const MoeShape& shape, const MoeLayerOptions& options);
+  // Allocates the prepacked weights on the current device and converts w13 [E, 2I, H] and w2 [E, H, I]
+  // into them on `stream`; synchronises once at the end to report bad scales. Not for the hot path.
+  Status init(const MoeShape& shape, const MoeLayerOptions& options, const Nvfp4ExpertWeights& w13,
+              const Nvfp4ExpertWeights& w2, cudaStream_t stream);
+
+  Status can_implement(const MoeForwardArgs& args) const;
+  // Workspace for up to `max_tokens` tokens (routing tables, the SwiGLU output, finalize buffers).
+  size_t workspace_size(int64_t max_tokens) const;
+  // Enqueues the layer on `stream`: no allocation, no host synchronisation (CUDA-graph capturable).
+  Status run(const MoeForwardArgs& args, void* workspace, size_t workspace_bytes, cudaStream_t stream,
+             unsigned phases = kPhaseAll) const;
+  // Synchronises `stream`; reports topk ids outside [0, E) or non-finite router weights seen by the last run.
+  Status check(const void* workspace, cudaStream_t stream) const;
+
+  MoeWorkspaceView workspace_view(const void* workspace, int64_t num_tokens) const;
+
+  // Block size along M that run() uses for `num_tokens`, and a one-line description of the configs.
+  int block_m_for(int64_t num_tokens) const;
+  std::string describe(int64_t num_tokens) const;
+  const MoeShape& shape() const;
+  size_t prepacked_bytes() const;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace fp4moe

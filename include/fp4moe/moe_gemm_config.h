@@ -1,0 +1,115 @@
+// Compile-time configuration of fp4moe's W4A16 grouped-GEMM kernels and the one constexpr function that
+// lays out their shared memory: the planner prints it, the kernels carve their buffers from it and
+// static_assert that it fits the target architecture.
+#pragma once
+
+#include <cstdint>
+
+namespace fp4moe {
+
+// Opt-in shared memory per block (bytes) by compute capability (major * 10 + minor); 0 = unknown.
+// Sources: CUDA C++ Programming Guide, "Features and Technical Specifications" table (max shared memory
+// per block, opt-in): 163 KB sm_80/87, 99 KB sm_86/89/120/121, 227 KB sm_90/100/103.
+constexpr int64_t smem_optin_per_block(int cc) {
+  switch (cc) {
+    case 80: case 87: return 166912;
+    case 86: case 89: return 101376;
+    case 90: return 232448;
+    case 100: case 103: return 232448;
+    case 110: return 232448;
+    case 120: case 121: return 101376;
+    default: return 0;
+  }
+}
+// Shared memory per SM (bytes): what limits blocks per SM.
+constexpr int64_t smem_per_sm(int cc) {
+  switch (cc) {
+    case 80: case 87: return 167936;
+    case 86: case 89: return 102400;
+    case 90: case 100: case 103: case 110: return 233472;
+    case 120: case 121: return 102400;
+    default: return 0;
+  }
+}
+// The runtime reserves 1 KB of shared memory per block (cudaDevAttrReservedSharedMemoryPerBlock).
+inline constexpr int64_t kReservedSmemPerBlock = 1024;
+
+// Breakdown of one kernel config's shared memory, every byte accounted for.
+struct MoeGemmSmemLayout {
+  int64_t weight_tile = 0;     // 4-bit weights of one stage: kBlockN x kBlockK / 2
+  int64_t scale_tile = 0;      // UE5M3 block scales of one stage: kBlockN x kBlockK / 16
+  int64_t act_tile = 0;        // bf16 activations of one stage: kBlockM rows x kBlockK (unpadded)
+  int64_t act_padding = 0;     // 16 B per activation row so ldmatrix rows fall in different banks
+  int64_t stage_bytes = 0;     // sum of the four above
+  int stages = 0;
+  int64_t pipeline = 0;        // stages x stage_bytes
+  int64_t epilogue = 0;        // epilogue staging (these kernels store from registers: 0)
+  int64_t barriers = 0;        // mbarriers (cp.async groups need none: 0)
+  int64_t total = 0;           // dynamic shared memory the kernel requests
+  // offsets of stage s's buffers: base(s) = s * stage_bytes
+  int64_t weight_offset = 0, scale_offset = 0, act_offset = 0;
+  int64_t act_row_stride = 0;  // bytes between activation rows in shared memory
+};
+
+constexpr MoeGemmSmemLayout moe_gemm_smem_layout(int block_m, int block_n, int block_k, int stages) {
+  MoeGemmSmemLayout l{};
+  l.weight_tile = int64_t{block_n} * block_k / 2;
+  l.scale_tile = int64_t{block_n} * block_k / 16;
+  l.act_row_stride = int64_t{block_k} * 2 + 16;
+  l.act_tile = int64_t{block_m} * block_k * 2;
+  l.act_padding = int64_t{block_m} * 16;
+  l.stage_bytes = l.weight_tile + l.scale_tile + l.act_tile + l.act_padding;
+  l.stages = stages;
+  l.pipeline = l.stage_bytes * stages;
+  l.total = l.pipeline + l.epilogue + l.barriers;
+  l.weight_offset = 0;
+  l.scale_offset = l.weight_tile;
+  l.act_offset = l.weight_tile + l.scale_tile;
+  return l;
+}
+
+// Largest stage count whose layout fits `budget` bytes (0 when not even one stage fits).
+constexpr int moe_gemm_max_stages(int block_m, int block_n, int block_k, int64_t budget) {
+  const int64_t per = moe_gemm_smem_layout(block_m, block_n, block_k, 1).stage_bytes;
+  return per > 0 ? static_cast<int>(budget / per) : 0;
+}
+
+// Budget a config plans for on each architecture: on sm_90/100 two blocks share an SM (so one block's copy
+// latency hides behind the other's math), each taking half the SM less the runtime's 1 KB reservation;
+// on the 100 KB parts one block takes the whole opt-in budget.
+constexpr int64_t moe_gemm_stage_budget(int cc) {
+  const int64_t two_per_sm = smem_per_sm(cc) / 2 - kReservedSmemPerBlock;
+  return two_per_sm >= 96 * 1024 ? two_per_sm : smem_optin_per_block(cc);
+}
+inline constexpr int kMaxStages = 6;  // deeper than this adds no bandwidth (Little's law: >= 32 KB in flight per SM)
+
+// Stage count a (block_m, block_n, block_k) config gets on `cc`: as many as fit the budget, at most kMaxStages.
+constexpr int moe_gemm_planned_stages(int block_m, int block_n, int block_k, int cc) {
+  const int s = moe_gemm_max_stages(block_m, block_n, block_k, moe_gemm_stage_budget(cc));
+  return s < kMaxStages ? s : kMaxStages;
+}
+
+// Template parameters of the grouped-GEMM kernels (W4A16: NVFP4 weights, bf16 activations, fp32 accumulation).
+// Swap-AB: the weights are the MMA's A (16 rows of N per warp tile), the few tokens its n = 8 side.
+template <int kBlockM_, int kBlockN_, int kBlockK_, int kStages_, int kArch_>
+struct MoeGemmConfig {
+  static constexpr int kBlockM = kBlockM_;  // tokens per work item (multiple of 8: the MMA's n)
+  static constexpr int kBlockN = kBlockN_;  // weight rows per work item (16 per warp)
+  static constexpr int kBlockK = kBlockK_;  // K per pipeline stage (multiple of 64: one 16-byte load = 4 MMA k-steps)
+  static constexpr int kStages = kStages_;  // cp.async pipeline depth
+  static constexpr int kArch = kArch_;      // compute capability the config is built for (90, 120, ...)
+  static constexpr int kWarps = kBlockN / 16;
+  static constexpr int kThreads = kWarps * 32;
+  static constexpr int kNTiles8 = kBlockM / 8;  // MMA n-tiles per warp
+  static constexpr MoeGemmSmemLayout kSmem = moe_gemm_smem_layout(kBlockM, kBlockN, kBlockK, kStages);
+  static constexpr int64_t kSmemBytes = kSmem.total;
+
+  static_assert(kBlockM % 8 == 0 && kBlockM >= 8 && kBlockM <= 128, "kBlockM: multiple of 8 in [8, 128]");
+  static_assert(kBlockN % 16 == 0 && kBlockN >= 16 && kBlockN <= 256, "kBlockN: multiple of 16 in [16, 256]");
+  static_assert(kBlockK % 64 == 0 && kBlockK >= 64, "kBlockK: multiple of 64");
+  static_assert(kStages >= 2, "kStages: at least 2 for the copy to overlap the math");
+  static_assert(smem_optin_per_block(kArch) > 0, "kArch: unknown architecture");
+  static_assert(kSmemBytes <= smem_optin_per_block(kArch), "config does not fit the architecture's shared memory");
+};
+
+}  // namespace fp4moe

@@ -1,0 +1,70 @@
+// The prepacked NVFP4 weight layout that fp4moe's GEMM kernels stream: bit positions, tile order, scale
+// encoding. Shared (constexpr) by the prepack kernel, the GEMM kernels, the host reference and tests.
+#pragma once
+
+#include <cstdint>
+
+#include "fp4moe/detail/hd.h"
+
+namespace fp4moe::pack {
+
+// One 32-bit word holds the 8 E2M1 weights a lane needs for one mma.m16n8k16 A fragment:
+//   w0,w1 = (row g,   k 2t, 2t+1)   w2,w3 = (row g+8, k 2t, 2t+1)
+//   w4,w5 = (row g,   k 2t+8, +9)   w6,w7 = (row g+8, k 2t+8, +9)     (g = lane/4, t = lane%4)
+// Bits are placed so that rotating the word right by 0, 4, 10 (and 6/14 for the last pair) and masking
+// with kPairMask lands each pair's sign at bf16 bit 15/31 and its (e1 e0 m) at bits 8..6 / 24..22:
+// a bf16 whose value is the E2M1 value times 2^-126 (exponent field = E2M1 exponent; zero stays zero,
+// E2M1 subnormal 0.5 becomes a bf16 subnormal). The 2^126 goes into the scale.
+// bit_pos(i, b): bit position in the word of weight i's bit b (b = 0 sign, 1 e1, 2 e0, 3 m).
+FP4MOE_HD constexpr int bit_pos(int i, int b) {
+  constexpr int kPos[8][4] = {
+      {15, 8, 7, 6},   {31, 24, 23, 22},  // rotate 0
+      {19, 12, 11, 10}, {3, 28, 27, 26},  // rotate 4
+      {25, 18, 17, 16}, {9, 2, 1, 0},     // rotate 10
+      {21, 14, 13, 20}, {5, 30, 29, 4},   // rotate 6 (sign, e1, e0) and 14 (m)
+  };
+  return kPos[i][b];
+}
+inline constexpr uint32_t kPairMask = 0x81C081C0u;   // sign 15/31, bits 8..6 / 24..22
+inline constexpr uint32_t kLastPairRot6 = 0x81808180u;  // bits of the last pair taken from rotate-6
+
+// Tile order: expert e, 16-row tile r (N/16 of them), 64-wide K group g (K/64): 512 bytes
+// = 32 lanes x 16 bytes (4 words: k16 steps 0..3 of the group). Scales of the same (e, r, g): 64 bytes
+// = lane group g (8) x {row g, row g+8} x 4 k16 steps, one byte each.
+inline constexpr int kGroupK = 64;
+inline constexpr int kWeightGroupBytes = 512;
+inline constexpr int kScaleGroupBytes = 64;
+
+FP4MOE_HD constexpr int64_t weight_group_offset(int64_t e, int64_t r, int64_t g, int64_t n, int64_t k) {
+  return ((e * (n / 16) + r) * (k / kGroupK) + g) * kWeightGroupBytes;
+}
+FP4MOE_HD constexpr int64_t scale_group_offset(int64_t e, int64_t r, int64_t g, int64_t n, int64_t k) {
+  return ((e * (n / 16) + r) * (k / kGroupK) + g) * kScaleGroupBytes;
+}
+
+// Scales are re-encoded as "UE5M3": every UE4M3 value (subnormals included) is 2^e * (1 + m/8) with
+// e in [-9, 8]; byte = ((e + 9) << 3) | m. Then bf16 bits of (scale * 2^117) are just byte * 16 + 0x7580
+// (one integer multiply-add in the kernel), and raw_weight * that = value * scale * 2^-9 exactly.
+// A zero scale becomes byte 0 and the prepack zeroes its block's codes, so the product is still 0.
+// Returns 0xFF for codes that are not a non-negative finite UE4M3 (the prepack rejects them).
+FP4MOE_HD constexpr uint8_t ue4m3_to_ue5m3(uint8_t b) {
+  if (b & 0x80) return 0xFF;            // negative scale
+  if (b == 0x7F) return 0xFF;           // NaN
+  if ((b >> 3) != 0) return static_cast<uint8_t>(b + 16);  // normal: e = E - 7, so e + 9 = E + 2
+  switch (b & 7) {                      // subnormal m * 2^-9, renormalised
+    case 0: return 0;
+    case 1: return 0;                   // 2^-9
+    case 2: return 8;                   // 2^-8
+    case 3: return 12;                  // 1.5 * 2^-8
+    case 4: return 16;                  // 2^-7
+    case 5: return 18;                  // 1.25 * 2^-7
+    case 6: return 20;                  // 1.5 * 2^-7
+    default: return 22;                 // 1.75 * 2^-7
+  }
+}
+inline constexpr uint32_t kScaleBf16Bias = 0x7580u;  // (117 + 127 - 9) << 7
+// Exponent bias carried through the MMA: weights come out as value * scale * 2^-9; the epilogue's
+// alpha = 2^9 / global_scale undoes it.
+inline constexpr float kAlphaBias = 512.0f;
+
+}  // namespace fp4moe::pack

@@ -1,0 +1,197 @@
+// Grouped W4A16 GEMM for MoE experts: NVFP4 weights (prepacked) x bf16 activations, fp32 accumulation,
+// with the gate_up (SwiGLU) or down (router-weighted finalize) epilogue fused. Persistent blocks walk a
+// device-built list of (expert chunk, N tile) work items; a cp.async pipeline runs across item boundaries.
+#pragma once
+
+#include <cuda_bf16.h>
+
+#include <cstdint>
+
+#include "fp4moe/moe_gemm_config.h"
+#include "fp4moe/weight_pack.h"
+#include "kernels/nvfp4_dequant_mma.cuh"
+#include "kernels/ptx.cuh"
+
+namespace fp4moe::kernels {
+
+enum class MoeEpilogue {
+  kSwiGLU,          // gate_up: out[row, j] = bf16(silu(alpha * gate_j) * alpha * up_j), permuted rows
+  kFinalizeStore,   // down, deterministic: partial[row, h] = alpha * router_weight * acc (fp32), summed later in fixed order
+  kFinalizeAtomic,  // down, fast: acc32[token, h] += alpha * router_weight * acc (fp32 atomics, order not fixed)
+};
+
+struct MoeGemmParams {
+  const uint8_t* weights;      // prepacked [E, N/16, K/64, 512 B]
+  const uint8_t* scales;       // prepacked [E, N/16, K/64, 64 B] UE5M3
+  const float* alpha;          // [E] 2^9 / global_scale
+  int32_t n, k;                // weight rows (2I for gate_up, H for down) and the reduction size
+  const __nv_bfloat16* x;      // activations: hidden [T, K] (gate_up, gathered) or act [P, K] (down)
+  const int32_t* perm_pair;    // [P]
+  int32_t top_k;
+  bool gather_tokens;          // gate_up: row r reads hidden[perm_pair[r] / top_k]; down: row r reads x[r]
+  const int32_t* num_chunks;   // [1] from the routing kernel
+  const int32_t* chunk_expert;
+  const int32_t* chunk_start;
+  const int32_t* chunk_rows;
+  __nv_bfloat16* act_out;      // kSwiGLU: [P, N/2]
+  float* partial_out;          // kFinalizeStore: [P, N]; kFinalizeAtomic: [T, N]
+  const float* topk_weights;   // [T * k] router weights (finalize epilogues)
+};
+
+template <class Cfg, MoeEpilogue kEpi>
+__device__ __forceinline__ void moe_gemm_body(const MoeGemmParams& p) {
+  constexpr int kBM = Cfg::kBlockM, kBN = Cfg::kBlockN, kBK = Cfg::kBlockK, kStages = Cfg::kStages;
+  constexpr int kGroups = kBK / pack::kGroupK;  // 64-wide K groups per stage
+  constexpr MoeGemmSmemLayout L = Cfg::kSmem;
+  extern __shared__ __align__(128) uint8_t smem[];
+
+  // Defensive: a launch with less dynamic shared memory than the planner's layout would corrupt memory.
+  uint32_t dyn_smem;
+  asm("mov.u32 %0, %%dynamic_smem_size;" : "=r"(dyn_smem));
+  if (dyn_smem < static_cast<uint32_t>(L.total)) __trap();
+
+  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+  const int n_tiles = p.n / kBN, k_tiles = p.k / kBK;
+  const int num_items = *p.num_chunks * n_tiles;
+  const int my_items = blockIdx.x < num_items ? (num_items - 1 - blockIdx.x) / gridDim.x + 1 : 0;
+  const int total_steps = my_items * k_tiles;
+
+  // Issue the copies of pipeline step `st` into slot `slot`.
+  auto load_step = [&](int st, int slot) {
+    const int item = blockIdx.x + (st / k_tiles) * gridDim.x, kt = st % k_tiles;
+    const int chunk = item / n_tiles, nt = item % n_tiles;
+    const int e = p.chunk_expert[chunk], row0 = p.chunk_start[chunk], rows = p.chunk_rows[chunk];
+    uint8_t* s_base = smem + slot * L.stage_bytes;
+    // Weights: kBN/16 runs of kGroups * 512 contiguous bytes.
+    constexpr int kWChunks = kBN * kBK / 2 / 16;
+    static_assert(kWChunks % Cfg::kThreads == 0, "weight tile must split evenly over the threads");
+#pragma unroll
+    for (int i = 0; i < kWChunks / Cfg::kThreads; ++i) {
+      const int c = tid + i * Cfg::kThreads;
+      const int r = c / (kGroups * 32), off = c % (kGroups * 32);
+      const int64_t g_off = pack::weight_group_offset(e, nt * (kBN / 16) + r, kt * kGroups, p.n, p.k);
+      ptx::cp_async_16(s_base + L.weight_offset + (r * kGroups * 32 + off) * 16, p.weights + g_off + off * 16);
+    }
+    constexpr int kSChunks = kBN * kBK / 16 / 16;
+#pragma unroll
+    for (int i = 0; i < (kSChunks + Cfg::kThreads - 1) / Cfg::kThreads; ++i) {
+      const int c = tid + i * Cfg::kThreads;
+      if (kSChunks % Cfg::kThreads != 0 && c >= kSChunks) break;
+      const int r = c / (kGroups * 4), off = c % (kGroups * 4);
+      const int64_t g_off = pack::scale_group_offset(e, nt * (kBN / 16) + r, kt * kGroups, p.n, p.k);
+      ptx::cp_async_16(s_base + L.scale_offset + (r * kGroups * 4 + off) * 16, p.scales + g_off + off * 16);
+    }
+    // Activations: kBM rows of kBK bf16; rows past the chunk are zero-filled.
+    constexpr int kRowChunks = kBK * 2 / 16;
+    constexpr int kXChunks = kBM * kRowChunks;
+#pragma unroll
+    for (int i = 0; i < (kXChunks + Cfg::kThreads - 1) / Cfg::kThreads; ++i) {
+      const int c = tid + i * Cfg::kThreads;
+      if (kXChunks % Cfg::kThreads != 0 && c >= kXChunks) break;
+      const int m = c / kRowChunks, off = c % kRowChunks;
+      const __nv_bfloat16* src = p.x;
+      uint32_t bytes = 0;
+      if (m < rows) {
+        const int64_t src_row = p.gather_tokens ? p.perm_pair[row0 + m] / p.top_k : row0 + m;
+        src = p.x + src_row * p.k + static_cast<int64_t>(kt) * kBK + off * 8;
+        bytes = 16;
+      }
+      ptx::cp_async_16(s_base + L.act_offset + m * L.act_row_stride + off * 16, src, bytes);
+    }
+  };
+
+  float acc[Cfg::kNTiles8][4];
+#pragma unroll
+  for (int j = 0; j < Cfg::kNTiles8; ++j) acc[j][0] = acc[j][1] = acc[j][2] = acc[j][3] = 0.0f;
+
+#pragma unroll
+  for (int s = 0; s < kStages - 1; ++s) {
+    if (s < total_steps) load_step(s, s);
+    ptx::cp_async_commit();
+  }
+
+  for (int st = 0; st < total_steps; ++st) {
+    ptx::cp_async_wait<kStages - 2>();
+    __syncthreads();  // step st has landed for every thread; slot (st - 1) % kStages is free again
+    {
+      const int nxt = st + kStages - 1;
+      if (nxt < total_steps) load_step(nxt, nxt % kStages);
+      ptx::cp_async_commit();
+    }
+    const uint8_t* s_base = smem + (st % kStages) * L.stage_bytes;
+    const uint8_t* w_warp = s_base + L.weight_offset + warp * kGroups * pack::kWeightGroupBytes + lane * 16;
+    const uint8_t* s_warp = s_base + L.scale_offset + warp * kGroups * pack::kScaleGroupBytes + (lane >> 2) * 8;
+    // ldmatrix row address of this lane: token (lane % 8) of the n-tile, k offset 8 * (lane / 8).
+    const uint8_t* x_lane = s_base + L.act_offset + (lane & 7) * L.act_row_stride + (lane >> 3) * 16;
+#pragma unroll
+    for (int g = 0; g < kGroups; ++g) {
+      const uint4 wq = *reinterpret_cast<const uint4*>(w_warp + g * pack::kWeightGroupBytes);
+      const uint2 sq = *reinterpret_cast<const uint2*>(s_warp + g * pack::kScaleGroupBytes);
+      const uint32_t words[4] = {wq.x, wq.y, wq.z, wq.w};
+      uint32_t b[Cfg::kNTiles8][2][4];  // [n-tile][k16 pair][ldmatrix regs]
+#pragma unroll
+      for (int j = 0; j < Cfg::kNTiles8; ++j)
+#pragma unroll
+        for (int h = 0; h < 2; ++h)
+          ptx::ldmatrix_x4(b[j][h], x_lane + j * 8 * L.act_row_stride + (g * pack::kGroupK + h * 32) * 2);
+#pragma unroll
+      for (int s = 0; s < 4; ++s) {
+        uint32_t a[4];
+        dequant_a_fragment(words[s], scale_pair(sq.x, s), scale_pair(sq.y, s), a);
+#pragma unroll
+        for (int j = 0; j < Cfg::kNTiles8; ++j)
+          ptx::mma_bf16_16816(acc[j], a, b[j][s >> 1][(s & 1) * 2], b[j][s >> 1][(s & 1) * 2 + 1]);
+      }
+    }
+
+    if (st % k_tiles == k_tiles - 1) {  // last K step of this item: epilogue straight from registers
+      const int item = blockIdx.x + (st / k_tiles) * gridDim.x;
+      const int chunk = item / n_tiles, nt = item % n_tiles;
+      const int e = p.chunk_expert[chunk], row0 = p.chunk_start[chunk], rows = p.chunk_rows[chunk];
+      const float alpha = p.alpha[e];
+      const int g8 = lane >> 2, t4 = lane & 3;
+#pragma unroll
+      for (int j = 0; j < Cfg::kNTiles8; ++j) {
+#pragma unroll
+        for (int c = 0; c < 2; ++c) {
+          const int m = j * 8 + t4 * 2 + c;  // token row inside the chunk
+          if (m >= rows) continue;
+          const int64_t prow = row0 + m;
+          if constexpr (kEpi == MoeEpilogue::kSwiGLU) {
+            // Rows g and g+8 of this warp's tile are gate and up of output column j_out.
+            const float gate = alpha * acc[j][c], up = alpha * acc[j][2 + c];
+            const float silu = gate / (1.0f + expf(-gate));
+            const int64_t col = static_cast<int64_t>(nt) * (kBN / 2) + warp * 8 + g8;
+            p.act_out[prow * (p.n / 2) + col] = __float2bfloat16_rn(silu * up);
+          } else {
+            const int32_t pair = p.perm_pair[prow];
+            const float scale = alpha * p.topk_weights[pair];
+            const int64_t h0 = static_cast<int64_t>(nt) * kBN + warp * 16 + g8;
+            if constexpr (kEpi == MoeEpilogue::kFinalizeStore) {
+              p.partial_out[prow * p.n + h0] = scale * acc[j][c];
+              p.partial_out[prow * p.n + h0 + 8] = scale * acc[j][2 + c];
+            } else {
+              const int64_t tok = pair / p.top_k;
+              atomicAdd(p.partial_out + tok * p.n + h0, scale * acc[j][c]);
+              atomicAdd(p.partial_out + tok * p.n + h0 + 8, scale * acc[j][2 + c]);
+            }
+          }
+        }
+        acc[j][0] = acc[j][1] = acc[j][2] = acc[j][3] = 0.0f;
+      }
+    }
+  }
+  ptx::cp_async_wait<0>();
+}
+
+// The body is compiled only for the architecture the config was planned for (its shared-memory layout
+// is static_asserted against that architecture's budget in Cfg); other targets get an empty kernel.
+template <class Cfg, MoeEpilogue kEpi>
+__global__ void __launch_bounds__(Cfg::kThreads) moe_gemm_kernel(const MoeGemmParams p) {
+#if defined(__CUDA_ARCH__)
+  constexpr int kTarget = __CUDA_ARCH__ / 10 == 121 ? 120 : __CUDA_ARCH__ / 10;
+  if constexpr (kTarget == Cfg::kArch) moe_gemm_body<Cfg, kEpi>(p);
+#endif
+}
+
+}  // namespace fp4moe::kernels

@@ -1,0 +1,81 @@
+// Thin wrappers over the PTX instructions the GEMM kernels use (cp.async, ldmatrix, mma.sync, bf16x2 mul,
+// prmt, lop3), each with the reason it is used and its PTX ISA section.
+#pragma once
+
+#include <cstdint>
+
+namespace fp4moe::kernels::ptx {
+
+__device__ __forceinline__ uint32_t smem_addr(const void* p) {
+  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
+}
+
+// 16-byte global->shared copy that bypasses L1 (`.cg`: weights are read once) and runs asynchronously,
+// so several pipeline stages are in flight while the warps compute. `src_bytes` = 0 writes 16 zero bytes
+// (used for the unused token rows of a tile). PTX ISA "cp.async":
+// https://docs.nvidia.com/cuda/parallel-thread-execution/#data-movement-and-conversion-instructions-cp-async
+__device__ __forceinline__ void cp_async_16(void* smem_dst, const void* gmem_src, uint32_t src_bytes = 16) {
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(smem_addr(smem_dst)), "l"(gmem_src),
+               "r"(src_bytes));
+}
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
+// Wait until at most N committed groups are still pending (PTX ISA "cp.async.wait_group").
+template <int N>
+__device__ __forceinline__ void cp_async_wait() {
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
+}
+
+// Four 8x8 b16 matrices from shared memory, one row address per lane (lanes 8i..8i+7 address matrix i).
+// Lane l receives row l/4, columns 2*(l%4) and +1 of each matrix: exactly the B fragment layout of
+// mma.m16n8k16 when the matrix rows are tokens. PTX ISA "ldmatrix":
+// https://docs.nvidia.com/cuda/parallel-thread-execution/#warp-level-matrix-instructions-ldmatrix
+__device__ __forceinline__ void ldmatrix_x4(uint32_t (&r)[4], const void* smem_row) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(smem_addr(smem_row)));
+}
+
+// D += A(16x16 bf16, row) * B(16x8 bf16, col), fp32 accumulation. The portable tensor-core MMA
+// (sm_80 through sm_120). PTX ISA "mma.m16n8k16":
+// https://docs.nvidia.com/cuda/parallel-thread-execution/#warp-level-matrix-instructions-mma
+__device__ __forceinline__ void mma_bf16_16816(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
+  asm volatile(
+      "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+      "{%0,%1,%2,%3};\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+// Two bf16 products in one instruction. Inputs may be bf16 subnormals (our raw E2M1 values are); bf16
+// arithmetic has no flush-to-zero mode. sm_90+ has `mul.rn.bf16x2`; sm_80/89 use `fma.rn.bf16x2` with a
+// -0 addend, which leaves every product (and the sign of zero) unchanged. PTX ISA "mul" / "fma" (half precision):
+// https://docs.nvidia.com/cuda/parallel-thread-execution/#half-precision-floating-point-instructions-mul
+__device__ __forceinline__ uint32_t mul_bf16x2(uint32_t a, uint32_t b) {
+  uint32_t d;
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm("mul.rn.bf16x2 %0, %1, %2;\n" : "=r"(d) : "r"(a), "r"(b));
+#else
+  asm("fma.rn.bf16x2 %0, %1, %2, %3;\n" : "=r"(d) : "r"(a), "r"(b), "r"(0x80008000u));
+#endif
+  return d;
+}
+
+// Byte permute: result byte i = byte sel_i of the 8-byte pair {b:a} (PTX ISA "prmt").
+// https://docs.nvidia.com/cuda/parallel-thread-execution/#data-movement-and-conversion-instructions-prmt
+__device__ __forceinline__ uint32_t prmt(uint32_t a, uint32_t b, uint32_t sel) {
+  uint32_t d;
+  asm("prmt.b32 %0, %1, %2, %3;\n" : "=r"(d) : "r"(a), "r"(b), "r"(sel));
+  return d;
+}
+
+// Any 3-input bitwise function in one instruction; `Lut` is the truth table evaluated on
+// a = 0xF0, b = 0xCC, c = 0xAA (PTX ISA "lop3"):
+// https://docs.nvidia.com/cuda/parallel-thread-execution/#logic-and-shift-instructions-lop3
+template <uint32_t Lut>
+__device__ __forceinline__ uint32_t lop3(uint32_t a, uint32_t b, uint32_t c) {
+  uint32_t d;
+  asm("lop3.b32 %0, %1, %2, %3, %4;\n" : "=r"(d) : "r"(a), "r"(b), "r"(c), "n"(Lut));
+  return d;
+}
+
+}  // namespace fp4moe::kernels::ptx

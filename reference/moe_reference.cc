@@ -1,0 +1,93 @@
+// CPU reference of the NVFP4 MoE layer (see moe_reference.h).
+#include "reference/moe_reference.h"
+
+#include <cmath>
+
+#include "fp4moe/bf16.h"
+#include "fp4moe/nvfp4.h"
+
+namespace fp4moe::reference {
+
+double decode_row(const ExpertWeightsView& w, int64_t e, int64_t row, float* out) {
+  for (int64_t b = 0; b < w.k / 16; ++b) {
+    const float sf = e4m3_to_float(w.scale(e, row, b));
+    for (int64_t j = 0; j < 8; ++j) {
+      const uint8_t byte = w.packed(e, row, b * 8 + j);
+      out[b * 16 + 2 * j] = e2m1_to_float(byte & 0xF) * sf;
+      out[b * 16 + 2 * j + 1] = e2m1_to_float(byte >> 4) * sf;
+    }
+  }
+  return 1.0 / w.global_scale(e);
+}
+
+PairActivation reference_gate_up(const MoeReferenceInput& in, int64_t t, int64_t s) {
+  PairActivation r;
+  const int32_t e = in.topk_ids[t * in.top_k + s];
+  if (e < 0 || e >= in.num_experts) return r;
+  const int64_t H = in.hidden, I = in.intermediate;
+  std::vector<float> wrow(static_cast<size_t>(H));
+  std::vector<double> x(static_cast<size_t>(H));
+  for (int64_t h = 0; h < H; ++h) x[static_cast<size_t>(h)] = bf16_to_float(in.hidden_bf16[t * H + h]);
+  r.act.resize(static_cast<size_t>(I));
+  r.act_tol.resize(static_cast<size_t>(I));
+  const double eps32 = std::ldexp(1.0, -23) * static_cast<double>(H);  // fp32 accumulation over H terms
+  for (int64_t j = 0; j < I; ++j) {
+    double v[2], a[2];
+    for (int half = 0; half < 2; ++half) {  // 0 gate, 1 up
+      const bool gate = half == 0;
+      const int64_t row = (gate == in.gate_first) ? j : I + j;
+      const double inv = decode_row(*in.w13, e, row, wrow.data());
+      double sum = 0, abs = 0;
+      for (int64_t h = 0; h < H; ++h) {
+        const double p = static_cast<double>(wrow[static_cast<size_t>(h)]) * x[static_cast<size_t>(h)];
+        sum += p;
+        abs += std::fabs(p);
+      }
+      v[half] = sum * inv;
+      a[half] = abs * inv;
+    }
+    const double g = v[0], u = v[1];
+    const double sig = 1.0 / (1.0 + std::exp(-g));
+    const double silu = g * sig;
+    const double act = silu * u;
+    // d(silu)/dg = sig * (1 + g * (1 - sig)), bounded by 1.1 in magnitude.
+    const double err = 1.1 * std::fabs(u) * eps32 * a[0] + std::fabs(silu) * eps32 * a[1];
+    r.act[static_cast<size_t>(j)] = act;
+    r.act_tol[static_cast<size_t>(j)] = std::ldexp(std::fabs(act), -8) + std::ldexp(std::fabs(act), -20) + err * 1.01;
+  }
+  return r;
+}
+
+LayerOutput reference_down(const MoeReferenceInput& in, const std::vector<std::vector<uint16_t>>& act_bf16) {
+  const int64_t T = in.num_tokens, H = in.hidden, I = in.intermediate, K = in.top_k;
+  LayerOutput o;
+  o.out.assign(static_cast<size_t>(T * H), 0.0);
+  std::vector<double> abs(static_cast<size_t>(T * H), 0.0);
+  std::vector<float> wrow(static_cast<size_t>(I));
+  for (int64_t t = 0; t < T; ++t) {
+    for (int64_t s = 0; s < K; ++s) {
+      const int64_t pair = t * K + s;
+      const int32_t e = in.topk_ids[pair];
+      const float rw = in.topk_weights[pair];
+      if (e < 0 || e >= in.num_experts || !std::isfinite(rw)) continue;
+      const auto& a = act_bf16[static_cast<size_t>(pair)];
+      for (int64_t h = 0; h < H; ++h) {
+        const double inv = decode_row(*in.w2, e, h, wrow.data());
+        double sum = 0, sabs = 0;
+        for (int64_t j = 0; j < I; ++j) {
+          const double p = static_cast<double>(wrow[static_cast<size_t>(j)]) * bf16_to_float(a[static_cast<size_t>(j)]);
+          sum += p;
+          sabs += std::fabs(p);
+        }
+        o.out[static_cast<size_t>(t * H + h)] += rw * sum * inv;
+        abs[static_cast<size_t>(t * H + h)] += std::fabs(rw) * sabs * inv;
+      }
+    }
+  }
+  o.tol.resize(o.out.size());
+  const double eps = std::ldexp(1.0, -23) * static_cast<double>(I + K);
+  for (size_t i = 0; i < o.out.size(); ++i) o.tol[i] = std::ldexp(std::fabs(o.out[i]), -8) + eps * abs[i] * 1.01 + 1e-30;
+  return o;
+}
+
+}  // namespace fp4moe::reference

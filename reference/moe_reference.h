@@ -1,0 +1,50 @@
+// CPU reference of the NVFP4 MoE layer: exact NVFP4 decode, fp64 accumulation, bf16 rounding only where
+// the layer itself rounds (the SwiGLU output and the layer output).
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <vector>
+
+namespace fp4moe::reference {
+
+// Expert weights in the checkpoint layout, read through callbacks so that huge tensors can be generated
+// on demand: packed(e, row, byte) and scale(e, row, k16 block) return the bytes, global(e) the scale.
+struct ExpertWeightsView {
+  int64_t num_experts = 0, rows = 0, k = 0;
+  std::function<uint8_t(int64_t e, int64_t row, int64_t byte)> packed;
+  std::function<uint8_t(int64_t e, int64_t row, int64_t block)> scale;
+  std::function<double(int64_t e)> global_scale;  // x = e2m1 * scale / global_scale
+};
+
+// Decodes row `row` of expert e into w[k] = e2m1 * scale (exact in float); returns 1 / global_scale.
+double decode_row(const ExpertWeightsView& w, int64_t e, int64_t row, float* out);
+
+struct MoeReferenceInput {
+  int64_t num_tokens = 0, hidden = 0, intermediate = 0, top_k = 0, num_experts = 0;
+  bool gate_first = true;                // w13 = [gate; up] (else [up; gate])
+  const uint16_t* hidden_bf16 = nullptr;  // [T, H]
+  const int32_t* topk_ids = nullptr;      // [T, k]
+  const float* topk_weights = nullptr;    // [T, k]
+  const ExpertWeightsView* w13 = nullptr;  // [E, 2I, H]
+  const ExpertWeightsView* w2 = nullptr;   // [E, H, I]
+};
+
+// Per (token, slot) pair: the SwiGLU output before rounding and its error budget for an fp32 GPU path.
+struct PairActivation {
+  std::vector<double> act;      // [I] silu(gate) * up, exact
+  std::vector<double> act_tol;  // [I] tolerance of a bf16 result computed with fp32 accumulation over H
+};
+
+// gate_up + SwiGLU for one pair (t, s); skipped (empty) when the id is out of range.
+PairActivation reference_gate_up(const MoeReferenceInput& in, int64_t t, int64_t s);
+
+// Layer output [T, H] (exact) from given SwiGLU outputs act_bf16[pair] (bf16 bits, [I] each; pass the
+// reference's own rounded values or the GPU's), with the element-wise tolerance of an fp32-accumulating
+// GPU path whose result is rounded to bf16: 2^-8 |out| + (I + k) 2^-23 * sum |terms|.
+struct LayerOutput {
+  std::vector<double> out, tol;
+};
+LayerOutput reference_down(const MoeReferenceInput& in, const std::vector<std::vector<uint16_t>>& act_bf16);
+
+}  // namespace fp4moe::reference

@@ -1,0 +1,379 @@
+// Host side of the MoE layer: validation, prepack, workspace layout and the launches of a forward pass.
+#include <algorithm>
+#include <cmath>
+#include <string>
+
+#include "fp4moe/moe.h"
+#include "fp4moe/scale_layout.h"
+#include "fp4moe/moe_gemm_config.h"
+#include "kernels/moe_finalize.cuh"
+#include "kernels/moe_prepack.cuh"
+#include "kernels/moe_routing.cuh"
+#include "src/cuda_util.h"
+#include "src/moe_kernel_registry.h"
+
+namespace fp4moe {
+namespace {
+
+constexpr int64_t kAlign = 256;
+constexpr int64_t kMaxExperts = 1024;
+
+int64_t align_up(int64_t x) { return (x + kAlign - 1) / kAlign * kAlign; }
+
+// Byte offsets of the workspace's parts for T tokens.
+struct WorkspaceLayout {
+  int64_t flags, offsets, perm, inv, nchunks, chunk_expert, chunk_start, chunk_rows, act, partial, total;
+};
+
+WorkspaceLayout workspace_layout(const MoeShape& s, FinalizeMode mode, int64_t tokens) {
+  const int64_t pairs = tokens * s.top_k;
+  // Chunks of at most 8 rows (the smallest block_m) per expert: bounds every config's chunk table.
+  const int64_t max_chunks = (pairs + 7) / 8 + std::min(s.num_experts, pairs) + 1;
+  WorkspaceLayout w{};
+  int64_t o = 0;
+  auto take = [&](int64_t bytes) { const int64_t at = o; o += align_up(bytes); return at; };
+  w.flags = take(4);
+  w.offsets = take((s.num_experts + 1) * 4);
+  w.perm = take(pairs * 4);
+  w.inv = take(pairs * 4);
+  w.nchunks = take(4);
+  w.chunk_expert = take(max_chunks * 4);
+  w.chunk_start = take(max_chunks * 4);
+  w.chunk_rows = take(max_chunks * 4);
+  w.act = take(pairs * s.intermediate * 2);
+  w.partial = take((mode == FinalizeMode::kDeterministic ? pairs : tokens) * s.hidden * 4);
+  w.total = o;
+  return w;
+}
+
+std::string shape_str(const MoeShape& s) {
+  return "E=" + std::to_string(s.num_experts) + " H=" + std::to_string(s.hidden) + " I=" +
+         std::to_string(s.intermediate) + " k=" + std::to_string(s.top_k);
+}
+
+}  // namespace
+
+std::vector<int> kernel_block_ms() {
+  std::vector<int> ms;
+  for (const auto& k : detail::moe_kernel_sets())
+    if (std::find(ms.begin(), ms.end(), k.block_m) == ms.end()) ms.push_back(k.block_m);
+  return ms;
+}
+
+struct MoeLayer::Impl {
+  MoeShape shape;
+  MoeLayerOptions options;
+  int arch = 0, sms = 0, device = -1;
+  struct Sel {
+    const detail::MoeKernelSet* set;
+    int blocks_gate_up, blocks_down;  // persistent grid sizes
+  };
+  std::vector<Sel> sels;  // one per block_m, for this device's architecture
+  void* w13 = nullptr;    // one allocation: weights, scales, alpha for w13 then w2
+  size_t w13_bytes = 0, s13_bytes = 0, w2_bytes = 0, s2_bytes = 0, total_bytes = 0;
+  uint8_t *pw13 = nullptr, *ps13 = nullptr, *pw2 = nullptr, *ps2 = nullptr;
+  float *alpha13 = nullptr, *alpha2 = nullptr;
+
+  ~Impl() {
+    if (w13) cudaFree(w13);
+  }
+  const Sel* pick(int block_m) const {
+    for (const auto& s : sels)
+      if (s.set->block_m == block_m) return &s;
+    return nullptr;
+  }
+};
+
+MoeLayer::MoeLayer() = default;
+MoeLayer::~MoeLayer() = default;
+MoeLayer::MoeLayer(MoeLayer&&) noexcept = default;
+MoeLayer& MoeLayer::operator=(MoeLayer&&) noexcept = default;
+
+Status MoeLayer::can_implement(const MoeShape& s, const MoeLayerOptions& o) {
+  if (s.num_experts < 1 || s.num_experts > kMaxExperts)
+    return invalid_argument("num_experts must be in [1, 1024], got " + std::to_string(s.num_experts));
+  if (s.top_k < 1 || s.top_k > s.num_experts)
+    return invalid_argument("top_k must be in [1, num_experts], got " + std::to_string(s.top_k) + " with " +
+                            std::to_string(s.num_experts) + " experts");
+  if (s.hidden <= 0 || s.hidden % 256 != 0)
+    return unsupported("hidden must be a positive multiple of 256 (gate_up's K tile; down's N tile is 128), got " +
+                       std::to_string(s.hidden));
+  if (s.intermediate <= 0 || s.intermediate % 256 != 0)
+    return unsupported("intermediate must be a positive multiple of 256 (down's K tile), got " +
+                       std::to_string(s.intermediate));
+  if (s.num_experts * 2 * s.intermediate * s.hidden > (int64_t{1} << 40))
+    return invalid_argument("expert weights larger than 2^40 elements are not supported");
+  if (o.block_m != 0) {
+    const auto ms = kernel_block_ms();
+    if (std::find(ms.begin(), ms.end(), o.block_m) == ms.end())
+      return invalid_argument("block_m " + std::to_string(o.block_m) + " is not a built-in config (8, 16, 32, 64)");
+  }
+  return Status::ok();
+}
+
+Status MoeLayer::init(const MoeShape& shape, const MoeLayerOptions& options, const Nvfp4ExpertWeights& w13,
+                      const Nvfp4ExpertWeights& w2, cudaStream_t stream) {
+  FP4MOE_RETURN_IF_ERROR(can_implement(shape, options));
+  for (const auto* w : {&w13, &w2}) {
+    const char* name = w == &w13 ? "w13" : "w2";
+    if (!w->packed || !w->scales || !w->global_scale)
+      return invalid_argument(std::string(name) + ": packed, scales and global_scale must all be set");
+    FP4MOE_RETURN_IF_ERROR(detail::check_device_pointer(w->global_scale, 4, "global_scale"));
+  }
+  auto impl = std::make_unique<Impl>();
+  impl->shape = shape;
+  impl->options = options;
+  FP4MOE_CUDA_TRY(cudaGetDevice(&impl->device));
+  cudaDeviceProp prop{};
+  FP4MOE_CUDA_TRY(cudaGetDeviceProperties(&prop, impl->device));
+  const int cc = prop.major * 10 + prop.minor;
+  impl->arch = cc == 121 ? 120 : cc;
+  impl->sms = prop.multiProcessorCount;
+  for (const auto& set : detail::moe_kernel_sets()) {
+    if (set.arch != impl->arch) continue;
+    Impl::Sel sel{&set, 0, 0};
+    for (auto fn : {set.gate_up, set.down_store, set.down_atomic})
+      FP4MOE_CUDA_TRY(cudaFuncSetAttribute(reinterpret_cast<const void*>(fn),
+                                           cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(set.smem_bytes)));
+    int occ = 0;
+    FP4MOE_CUDA_TRY(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&occ, reinterpret_cast<const void*>(set.gate_up),
+                                                                  set.threads, set.smem_bytes));
+    if (occ < 1)
+      return Status(StatusCode::kResourceExhausted,
+                    "kernel config block_m=" + std::to_string(set.block_m) + " cannot be resident on this GPU");
+    sel.blocks_gate_up = sel.blocks_down = occ * impl->sms;
+    impl->sels.push_back(sel);
+  }
+  if (impl->sels.empty())
+    return unsupported("this build has no MoE kernels for sm_" + std::to_string(cc) +
+                       " (built for sm_90a and sm_120a)");
+  const int64_t rsmem = kernels::routing_smem_bytes(shape.num_experts);
+  FP4MOE_CUDA_TRY(cudaFuncSetAttribute(reinterpret_cast<const void*>(kernels::moe_routing_kernel),
+                                       cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(rsmem)));
+
+  const int64_t E = shape.num_experts, H = shape.hidden, I = shape.intermediate;
+  impl->w13_bytes = static_cast<size_t>(E * 2 * I * H / 2);
+  impl->s13_bytes = static_cast<size_t>(E * 2 * I * H / 16);
+  impl->w2_bytes = static_cast<size_t>(E * H * I / 2);
+  impl->s2_bytes = static_cast<size_t>(E * H * I / 16);
+  const size_t alpha_bytes = static_cast<size_t>(align_up(E * 4));
+  impl->total_bytes = impl->w13_bytes + impl->s13_bytes + impl->w2_bytes + impl->s2_bytes + 2 * alpha_bytes + kAlign;
+  FP4MOE_CUDA_TRY(cudaMalloc(&impl->w13, impl->total_bytes));
+  uint8_t* base = static_cast<uint8_t*>(impl->w13);
+  impl->pw13 = base;
+  impl->ps13 = impl->pw13 + impl->w13_bytes;
+  impl->pw2 = impl->ps13 + impl->s13_bytes;
+  impl->ps2 = impl->pw2 + impl->w2_bytes;
+  impl->alpha13 = reinterpret_cast<float*>(impl->ps2 + impl->s2_bytes);
+  impl->alpha2 = impl->alpha13 + alpha_bytes / 4;
+  uint32_t* flags = reinterpret_cast<uint32_t*>(reinterpret_cast<uint8_t*>(impl->alpha2) + alpha_bytes);
+  FP4MOE_CUDA_TRY(cudaMemsetAsync(flags, 0, 4, stream));
+
+  auto prepack = [&](const Nvfp4ExpertWeights& w, int64_t n, int64_t k, kernels::RowInterleave il, uint8_t* dw,
+                     uint8_t* ds, float* da) -> Status {
+    kernels::PrepackParams p{};
+    p.src_packed = static_cast<const uint8_t*>(w.packed);
+    p.src_scales = static_cast<const uint8_t*>(w.scales);
+    p.src_global = w.global_scale;
+    p.global_is_multiplier = options.global_scale_kind == GlobalScaleKind::kDequantize;
+    p.num_experts = E;
+    p.n = n;
+    p.k = k;
+    p.interleave = il;
+    p.dst_weights = dw;
+    p.dst_scales = ds;
+    p.dst_alpha = da;
+    p.error_flags = flags;
+    const int64_t words = E * n * k / 8, sbytes = E * n * k / 16;
+    kernels::prepack_weights_kernel<<<static_cast<unsigned>(ceil_div(words, 256)), 256, 0, stream>>>(p);
+    FP4MOE_CHECK_LAUNCH("prepack_weights_kernel");
+    kernels::prepack_scales_kernel<<<static_cast<unsigned>(ceil_div(sbytes, 256)), 256, 0, stream>>>(p);
+    FP4MOE_CHECK_LAUNCH("prepack_scales_kernel");
+    kernels::prepack_alpha_kernel<<<static_cast<unsigned>(ceil_div(E, 256)), 256, 0, stream>>>(p);
+    FP4MOE_CHECK_LAUNCH("prepack_alpha_kernel");
+    return Status::ok();
+  };
+  const auto il = options.gate_up_order == GateUpOrder::kGateFirst ? kernels::RowInterleave::kGateFirst
+                                                                  : kernels::RowInterleave::kUpFirst;
+  FP4MOE_RETURN_IF_ERROR(prepack(w13, 2 * I, H, il, impl->pw13, impl->ps13, impl->alpha13));
+  FP4MOE_RETURN_IF_ERROR(prepack(w2, H, I, kernels::RowInterleave::kNone, impl->pw2, impl->ps2, impl->alpha2));
+  uint32_t h_flags = 0;
+  FP4MOE_CUDA_TRY(cudaMemcpyAsync(&h_flags, flags, 4, cudaMemcpyDeviceToHost, stream));
+  FP4MOE_CUDA_TRY(cudaStreamSynchronize(stream));
+  if (h_flags & kernels::kErrBadScale)
+    return invalid_argument("a block scale is negative or NaN (UE4M3 scales must be finite and >= 0)");
+  if (h_flags & kernels::kErrBadGlobalScale)
+    return invalid_argument("a per-expert global scale is not finite and > 0");
+  impl_ = std::move(impl);
+  return Status::ok();
+}
+
+const MoeShape& MoeLayer::shape() const {
+  static const MoeShape empty{};
+  return impl_ ? impl_->shape : empty;
+}
+size_t MoeLayer::prepacked_bytes() const { return impl_ ? impl_->total_bytes : 0; }
+
+int MoeLayer::block_m_for(int64_t num_tokens) const {
+  if (!impl_) return 0;
+  if (impl_->options.block_m) return impl_->options.block_m;
+  // Expected rows of the busiest experts: mean + 3 standard deviations of a Poisson count. A chunk that
+  // covers them all streams each expert's weights once; the unused MMA columns cost no memory traffic.
+  const double mean = static_cast<double>(num_tokens) * impl_->shape.top_k / impl_->shape.num_experts;
+  const double want = mean + 3.0 * std::sqrt(mean);
+  int best = 0;
+  for (const auto& s : impl_->sels) {
+    const int m = s.set->block_m;
+    if (m >= want && (best == 0 || m < best)) best = m;
+  }
+  if (best == 0)
+    for (const auto& s : impl_->sels) best = std::max(best, s.set->block_m);
+  return best;
+}
+
+std::string MoeLayer::describe(int64_t num_tokens) const {
+  if (!impl_) return "MoeLayer (not initialised)";
+  const Impl::Sel* s = impl_->pick(block_m_for(num_tokens));
+  const auto* k = s->set;
+  return "MoeLayer " + shape_str(impl_->shape) + " sm_" + std::to_string(impl_->arch) + ": T=" +
+         std::to_string(num_tokens) + " -> block " + std::to_string(k->block_m) + "x" + std::to_string(k->block_n) +
+         "x" + std::to_string(k->block_k) + ", " + std::to_string(k->stages) + " stages, " +
+         std::to_string(k->smem_bytes) + " B smem, " + std::to_string(s->blocks_gate_up) + " persistent blocks, " +
+         (impl_->options.finalize == FinalizeMode::kDeterministic ? "deterministic" : "atomic") + " finalize";
+}
+
+size_t MoeLayer::workspace_size(int64_t max_tokens) const {
+  if (!impl_ || max_tokens < 0) return 0;
+  return static_cast<size_t>(workspace_layout(impl_->shape, impl_->options.finalize, max_tokens).total);
+}
+
+Status MoeLayer::can_implement(const MoeForwardArgs& a) const {
+  if (!impl_) return invalid_argument("MoeLayer is not initialised (call init first)");
+  if (a.num_tokens < 0) return invalid_argument("num_tokens must be >= 0, got " + std::to_string(a.num_tokens));
+  if (a.num_tokens * impl_->shape.top_k > (int64_t{1} << 30))
+    return invalid_argument("num_tokens * top_k must be below 2^30");
+  if (a.num_tokens == 0) return Status::ok();
+  FP4MOE_RETURN_IF_ERROR(detail::check_device_pointer(a.hidden, 16, "hidden"));
+  FP4MOE_RETURN_IF_ERROR(detail::check_device_pointer(a.output, 16, "output"));
+  FP4MOE_RETURN_IF_ERROR(detail::check_device_pointer(a.topk_ids, 4, "topk_ids"));
+  FP4MOE_RETURN_IF_ERROR(detail::check_device_pointer(a.topk_weights, 4, "topk_weights"));
+  return Status::ok();
+}
+
+Status MoeLayer::run(const MoeForwardArgs& a, void* workspace, size_t workspace_bytes, cudaStream_t stream,
+                     unsigned phases) const {
+  FP4MOE_RETURN_IF_ERROR(can_implement(a));
+  const MoeShape& s = impl_->shape;
+  const WorkspaceLayout L = workspace_layout(s, impl_->options.finalize, a.num_tokens);
+  if (workspace_bytes < static_cast<size_t>(L.total))
+    return Status(StatusCode::kResourceExhausted, "workspace holds " + std::to_string(workspace_bytes) +
+                                                      " bytes; " + std::to_string(a.num_tokens) + " tokens need " +
+                                                      std::to_string(L.total) + " (workspace_size)");
+  FP4MOE_RETURN_IF_ERROR(detail::check_device_pointer(workspace, kAlign, "workspace"));
+  if (a.num_tokens == 0) return Status::ok();
+  int dev = -1;
+  FP4MOE_CUDA_TRY(cudaGetDevice(&dev));
+  if (dev != impl_->device)
+    return invalid_argument("the current device (" + std::to_string(dev) + ") is not the one the layer was initialised on (" +
+                            std::to_string(impl_->device) + ")");
+  uint8_t* ws = static_cast<uint8_t*>(workspace);
+  auto i32 = [&](int64_t off) { return reinterpret_cast<int32_t*>(ws + off); };
+  const int32_t pairs = static_cast<int32_t>(a.num_tokens * s.top_k);
+  const Impl::Sel* sel = impl_->pick(block_m_for(a.num_tokens));
+  const detail::MoeKernelSet& ks = *sel->set;
+
+  if (phases & kPhaseRouting) {
+    FP4MOE_CUDA_TRY(cudaMemsetAsync(ws + L.flags, 0, 4, stream));
+    kernels::RoutingParams r{};
+    r.topk_ids = a.topk_ids;
+    r.topk_weights = a.topk_weights;
+    r.num_pairs = pairs;
+    r.num_experts = static_cast<int32_t>(s.num_experts);
+    r.block_m = ks.block_m;
+    r.expert_offsets = i32(L.offsets);
+    r.perm_pair = i32(L.perm);
+    r.inv_perm = i32(L.inv);
+    r.num_chunks = i32(L.nchunks);
+    r.chunk_expert = i32(L.chunk_expert);
+    r.chunk_start = i32(L.chunk_start);
+    r.chunk_rows = i32(L.chunk_rows);
+    r.error_flags = reinterpret_cast<uint32_t*>(ws + L.flags);
+    kernels::moe_routing_kernel<<<1, 1024, kernels::routing_smem_bytes(s.num_experts), stream>>>(r);
+    FP4MOE_CHECK_LAUNCH("moe_routing_kernel");
+  }
+  kernels::MoeGemmParams g{};
+  g.perm_pair = i32(L.perm);
+  g.top_k = static_cast<int32_t>(s.top_k);
+  g.num_chunks = i32(L.nchunks);
+  g.chunk_expert = i32(L.chunk_expert);
+  g.chunk_start = i32(L.chunk_start);
+  g.chunk_rows = i32(L.chunk_rows);
+  g.topk_weights = a.topk_weights;
+  if (phases & kPhaseGateUp) {
+    kernels::MoeGemmParams p = g;
+    p.weights = impl_->pw13;
+    p.scales = impl_->ps13;
+    p.alpha = impl_->alpha13;
+    p.n = static_cast<int32_t>(2 * s.intermediate);
+    p.k = static_cast<int32_t>(s.hidden);
+    p.x = static_cast<const __nv_bfloat16*>(a.hidden);
+    p.gather_tokens = true;
+    p.act_out = reinterpret_cast<__nv_bfloat16*>(ws + L.act);
+    ks.gate_up<<<sel->blocks_gate_up, ks.threads, ks.smem_bytes, stream>>>(p);
+    FP4MOE_CHECK_LAUNCH("moe_gemm_kernel<gate_up>");
+  }
+  if (phases & kPhaseDown) {
+    const bool det = impl_->options.finalize == FinalizeMode::kDeterministic;
+    float* partial = reinterpret_cast<float*>(ws + L.partial);
+    if (!det) FP4MOE_CUDA_TRY(cudaMemsetAsync(partial, 0, static_cast<size_t>(a.num_tokens * s.hidden * 4), stream));
+    kernels::MoeGemmParams p = g;
+    p.weights = impl_->pw2;
+    p.scales = impl_->ps2;
+    p.alpha = impl_->alpha2;
+    p.n = static_cast<int32_t>(s.hidden);
+    p.k = static_cast<int32_t>(s.intermediate);
+    p.x = reinterpret_cast<const __nv_bfloat16*>(ws + L.act);
+    p.gather_tokens = false;
+    p.partial_out = partial;
+    (det ? ks.down_store : ks.down_atomic)<<<sel->blocks_down, ks.threads, ks.smem_bytes, stream>>>(p);
+    FP4MOE_CHECK_LAUNCH("moe_gemm_kernel<down>");
+    auto* out = static_cast<__nv_bfloat16*>(a.output);
+    if (det) {
+      const int64_t n = a.num_tokens * (s.hidden / 8);
+      kernels::moe_finalize_gather_kernel<<<static_cast<unsigned>(ceil_div(n, 256)), 256, 0, stream>>>(
+          partial, i32(L.inv), static_cast<int32_t>(a.num_tokens), static_cast<int32_t>(s.top_k),
+          static_cast<int32_t>(s.hidden), out);
+      FP4MOE_CHECK_LAUNCH("moe_finalize_gather_kernel");
+    } else {
+      const int64_t n = a.num_tokens * s.hidden;
+      kernels::moe_finalize_convert_kernel<<<static_cast<unsigned>(ceil_div(n / 8, 256)), 256, 0, stream>>>(partial, n, out);
+      FP4MOE_CHECK_LAUNCH("moe_finalize_convert_kernel");
+    }
+  }
+  return Status::ok();
+}
+
+MoeWorkspaceView MoeLayer::workspace_view(const void* workspace, int64_t num_tokens) const {
+  MoeWorkspaceView v;
+  if (!impl_ || workspace == nullptr) return v;
+  const WorkspaceLayout L = workspace_layout(impl_->shape, impl_->options.finalize, num_tokens);
+  const uint8_t* ws = static_cast<const uint8_t*>(workspace);
+  v.expert_offsets = reinterpret_cast<const int32_t*>(ws + L.offsets);
+  v.perm_pair = reinterpret_cast<const int32_t*>(ws + L.perm);
+  v.inv_perm = reinterpret_cast<const int32_t*>(ws + L.inv);
+  v.act = ws + L.act;
+  return v;
+}
+
+Status MoeLayer::check(const void* workspace, cudaStream_t stream) const {
+  FP4MOE_RETURN_IF_ERROR(detail::check_device_pointer(workspace, kAlign, "workspace"));
+  uint32_t flags = 0;
+  FP4MOE_CUDA_TRY(cudaMemcpyAsync(&flags, workspace, 4, cudaMemcpyDeviceToHost, stream));
+  FP4MOE_CUDA_TRY(cudaStreamSynchronize(stream));
+  std::string msg;
+  if (flags & kernels::kErrBadExpertId) msg += "topk_ids holds ids outside [0, num_experts); those pairs were skipped. ";
+  if (flags & kernels::kErrBadRouterWeight) msg += "topk_weights holds non-finite weights; those pairs were skipped.";
+  return msg.empty() ? Status::ok() : invalid_argument(msg);
+}
+
+}  // namespace fp4moe
