@@ -56,47 +56,66 @@ __device__ __forceinline__ void moe_gemm_body(const MoeGemmParams& p) {
   const int my_items = blockIdx.x < num_items ? (num_items - 1 - blockIdx.x) / gridDim.x + 1 : 0;
   const int total_steps = my_items * k_tiles;
 
-  // Issue the copies of pipeline step `st` into slot `slot`.
-  auto load_step = [&](int st, int slot) {
-    const int item = blockIdx.x + (st / k_tiles) * gridDim.x, kt = st % k_tiles;
+  // ---- producer: this thread's copy sources, set once per work item and advanced along K ----------
+  constexpr int kWChunks = kBN * kBK / 2 / 16;  // 16-byte copies per stage: weights
+  constexpr int kSChunks = kBN * kBK / 16 / 16;  // scales
+  constexpr int kRowChunks = kBK * 2 / 16;       // activations, per token row
+  constexpr int kXChunks = kBM * kRowChunks;
+  static_assert(kWChunks % Cfg::kThreads == 0, "weight tile must split evenly over the threads");
+  constexpr int kWPer = kWChunks / Cfg::kThreads;
+  constexpr int kXPer = (kXChunks + Cfg::kThreads - 1) / Cfg::kThreads;
+  const uint8_t* w_src[kWPer];
+  const uint8_t* s_src = nullptr;
+  const uint8_t* x_src[kXPer];
+  uint32_t x_bytes[kXPer];
+  int prod_item = blockIdx.x, prod_kt = 0;
+  // Loads the item's chunk-table entry (one global round trip per item, not per stage).
+  auto producer_begin_item = [&](int item) {
     const int chunk = item / n_tiles, nt = item % n_tiles;
     const int e = p.chunk_expert[chunk], row0 = p.chunk_start[chunk], rows = p.chunk_rows[chunk];
-    uint8_t* s_base = smem + slot * L.stage_bytes;
-    // Weights: kBN/16 runs of kGroups * 512 contiguous bytes.
-    constexpr int kWChunks = kBN * kBK / 2 / 16;
-    static_assert(kWChunks % Cfg::kThreads == 0, "weight tile must split evenly over the threads");
 #pragma unroll
-    for (int i = 0; i < kWChunks / Cfg::kThreads; ++i) {
-      const int c = tid + i * Cfg::kThreads;
-      const int r = c / (kGroups * 32), off = c % (kGroups * 32);
-      const int64_t g_off = pack::weight_group_offset(e, nt * (kBN / 16) + r, kt * kGroups, p.n, p.k);
-      ptx::cp_async_16(s_base + L.weight_offset + (r * kGroups * 32 + off) * 16, p.weights + g_off + off * 16);
+    for (int i = 0; i < kWPer; ++i) {
+      const int c = tid + i * Cfg::kThreads, r = c / (kGroups * 32), off = c % (kGroups * 32);
+      w_src[i] = p.weights + pack::weight_group_offset(e, nt * (kBN / 16) + r, 0, p.n, p.k) + off * 16;
     }
-    constexpr int kSChunks = kBN * kBK / 16 / 16;
-#pragma unroll
-    for (int i = 0; i < (kSChunks + Cfg::kThreads - 1) / Cfg::kThreads; ++i) {
-      const int c = tid + i * Cfg::kThreads;
-      if (kSChunks % Cfg::kThreads != 0 && c >= kSChunks) break;
-      const int r = c / (kGroups * 4), off = c % (kGroups * 4);
-      const int64_t g_off = pack::scale_group_offset(e, nt * (kBN / 16) + r, kt * kGroups, p.n, p.k);
-      ptx::cp_async_16(s_base + L.scale_offset + (r * kGroups * 4 + off) * 16, p.scales + g_off + off * 16);
+    if (tid < kSChunks) {
+      const int r = tid / (kGroups * 4), off = tid % (kGroups * 4);
+      s_src = p.scales + pack::scale_group_offset(e, nt * (kBN / 16) + r, 0, p.n, p.k) + off * 16;
     }
-    // Activations: kBM rows of kBK bf16; rows past the chunk are zero-filled.
-    constexpr int kRowChunks = kBK * 2 / 16;
-    constexpr int kXChunks = kBM * kRowChunks;
 #pragma unroll
-    for (int i = 0; i < (kXChunks + Cfg::kThreads - 1) / Cfg::kThreads; ++i) {
-      const int c = tid + i * Cfg::kThreads;
-      if (kXChunks % Cfg::kThreads != 0 && c >= kXChunks) break;
-      const int m = c / kRowChunks, off = c % kRowChunks;
-      const __nv_bfloat16* src = p.x;
-      uint32_t bytes = 0;
-      if (m < rows) {
+    for (int i = 0; i < kXPer; ++i) {
+      const int c = tid + i * Cfg::kThreads, m = c / kRowChunks, off = c % kRowChunks;
+      x_src[i] = reinterpret_cast<const uint8_t*>(p.x);  // any valid address: zero-filled copies read nothing
+      x_bytes[i] = 0;
+      if (c < kXChunks && m < rows) {
         const int64_t src_row = p.gather_tokens ? p.perm_pair[row0 + m] / p.top_k : row0 + m;
-        src = p.x + src_row * p.k + static_cast<int64_t>(kt) * kBK + off * 8;
-        bytes = 16;
+        x_src[i] = reinterpret_cast<const uint8_t*>(p.x + src_row * p.k) + off * 16;
+        x_bytes[i] = 16;
       }
-      ptx::cp_async_16(s_base + L.act_offset + m * L.act_row_stride + off * 16, src, bytes);
+    }
+  };
+  // Issues the copies of the producer's next step into `slot`, then advances along K (and to the next item).
+  auto produce = [&](int slot) {
+    if (prod_kt == 0) producer_begin_item(prod_item);
+    uint8_t* s_base = smem + slot * L.stage_bytes;
+    const int64_t kt = prod_kt;
+#pragma unroll
+    for (int i = 0; i < kWPer; ++i) {
+      const int c = tid + i * Cfg::kThreads;
+      ptx::cp_async_16(s_base + L.weight_offset + c * 16, w_src[i] + kt * kGroups * pack::kWeightGroupBytes);
+    }
+    if (tid < kSChunks)
+      ptx::cp_async_16(s_base + L.scale_offset + tid * 16, s_src + kt * kGroups * pack::kScaleGroupBytes);
+#pragma unroll
+    for (int i = 0; i < kXPer; ++i) {
+      const int c = tid + i * Cfg::kThreads, m = c / kRowChunks, off = c % kRowChunks;
+      if (kXChunks % Cfg::kThreads != 0 && c >= kXChunks) break;
+      ptx::cp_async_16(s_base + L.act_offset + m * L.act_row_stride + off * 16,
+                       x_src[i] + (x_bytes[i] ? kt * kBK * 2 : 0), x_bytes[i]);
+    }
+    if (++prod_kt == k_tiles) {
+      prod_kt = 0;
+      prod_item += gridDim.x;
     }
   };
 
@@ -106,18 +125,24 @@ __device__ __forceinline__ void moe_gemm_body(const MoeGemmParams& p) {
 
 #pragma unroll
   for (int s = 0; s < kStages - 1; ++s) {
-    if (s < total_steps) load_step(s, s);
+    if (s < total_steps) produce(s);
     ptx::cp_async_commit();
   }
 
+  // ---- consumer state: the item whose K steps the warps are multiplying ------------------------------
+  int cons_item = blockIdx.x, cons_kt = 0, cons_e = 0, cons_row0 = 0, cons_rows = 0;
   for (int st = 0; st < total_steps; ++st) {
+    if (cons_kt == 0) {
+      const int chunk = cons_item / n_tiles;
+      cons_e = p.chunk_expert[chunk];
+      cons_row0 = p.chunk_start[chunk];
+      cons_rows = p.chunk_rows[chunk];
+    }
     ptx::cp_async_wait<kStages - 2>();
     __syncthreads();  // step st has landed for every thread; slot (st - 1) % kStages is free again
-    {
-      const int nxt = st + kStages - 1;
-      if (nxt < total_steps) load_step(nxt, nxt % kStages);
-      ptx::cp_async_commit();
-    }
+    if (st + kStages - 1 < total_steps) produce((st + kStages - 1) % kStages);
+    ptx::cp_async_commit();
+
     const uint8_t* s_base = smem + (st % kStages) * L.stage_bytes;
     const uint8_t* w_warp = s_base + L.weight_offset + warp * kGroups * pack::kWeightGroupBytes + lane * 16;
     const uint8_t* s_warp = s_base + L.scale_offset + warp * kGroups * pack::kScaleGroupBytes + (lane >> 2) * 8;
@@ -128,35 +153,39 @@ __device__ __forceinline__ void moe_gemm_body(const MoeGemmParams& p) {
       const uint4 wq = *reinterpret_cast<const uint4*>(w_warp + g * pack::kWeightGroupBytes);
       const uint2 sq = *reinterpret_cast<const uint2*>(s_warp + g * pack::kScaleGroupBytes);
       const uint32_t words[4] = {wq.x, wq.y, wq.z, wq.w};
-      uint32_t b[Cfg::kNTiles8][2][4];  // [n-tile][k16 pair][ldmatrix regs]
 #pragma unroll
-      for (int j = 0; j < Cfg::kNTiles8; ++j)
+      for (int h = 0; h < 2; ++h) {  // two k16 steps per ldmatrix.x4
+        uint32_t b[Cfg::kNTiles8][4];
 #pragma unroll
-        for (int h = 0; h < 2; ++h)
-          ptx::ldmatrix_x4(b[j][h], x_lane + j * 8 * L.act_row_stride + (g * pack::kGroupK + h * 32) * 2);
+        for (int j = 0; j < Cfg::kNTiles8; ++j) {
+          if (j > 0 && j * 8 >= cons_rows) break;  // n-tiles past the item's tokens: no loads, no MMAs
+          ptx::ldmatrix_x4(b[j], x_lane + j * 8 * L.act_row_stride + (g * pack::kGroupK + h * 32) * 2);
+        }
 #pragma unroll
-      for (int s = 0; s < 4; ++s) {
-        uint32_t a[4];
-        dequant_a_fragment(words[s], scale_pair(sq.x, s), scale_pair(sq.y, s), a);
+        for (int s2 = 0; s2 < 2; ++s2) {
+          const int s = 2 * h + s2;
+          uint32_t a[4];
+          dequant_a_fragment(words[s], scale_pair(sq.x, s), scale_pair(sq.y, s), a);
 #pragma unroll
-        for (int j = 0; j < Cfg::kNTiles8; ++j)
-          ptx::mma_bf16_16816(acc[j], a, b[j][s >> 1][(s & 1) * 2], b[j][s >> 1][(s & 1) * 2 + 1]);
+          for (int j = 0; j < Cfg::kNTiles8; ++j) {
+            if (j > 0 && j * 8 >= cons_rows) break;
+            ptx::mma_bf16_16816(acc[j], a, b[j][s2 * 2], b[j][s2 * 2 + 1]);
+          }
+        }
       }
     }
 
-    if (st % k_tiles == k_tiles - 1) {  // last K step of this item: epilogue straight from registers
-      const int item = blockIdx.x + (st / k_tiles) * gridDim.x;
-      const int chunk = item / n_tiles, nt = item % n_tiles;
-      const int e = p.chunk_expert[chunk], row0 = p.chunk_start[chunk], rows = p.chunk_rows[chunk];
-      const float alpha = p.alpha[e];
+    if (++cons_kt == k_tiles) {  // last K step of this item: epilogue straight from registers
+      const int nt = cons_item % n_tiles;
+      const float alpha = p.alpha[cons_e];
       const int g8 = lane >> 2, t4 = lane & 3;
 #pragma unroll
       for (int j = 0; j < Cfg::kNTiles8; ++j) {
 #pragma unroll
         for (int c = 0; c < 2; ++c) {
           const int m = j * 8 + t4 * 2 + c;  // token row inside the chunk
-          if (m >= rows) continue;
-          const int64_t prow = row0 + m;
+          if (m >= cons_rows) continue;
+          const int64_t prow = cons_row0 + m;
           if constexpr (kEpi == MoeEpilogue::kSwiGLU) {
             // Rows g and g+8 of this warp's tile are gate and up of output column j_out.
             const float gate = alpha * acc[j][c], up = alpha * acc[j][2 + c];
@@ -179,6 +208,8 @@ __device__ __forceinline__ void moe_gemm_body(const MoeGemmParams& p) {
         }
         acc[j][0] = acc[j][1] = acc[j][2] = acc[j][3] = 0.0f;
       }
+      cons_kt = 0;
+      cons_item += gridDim.x;
     }
   }
   ptx::cp_async_wait<0>();
@@ -187,7 +218,7 @@ __device__ __forceinline__ void moe_gemm_body(const MoeGemmParams& p) {
 // The body is compiled only for the architecture the config was planned for (its shared-memory layout
 // is static_asserted against that architecture's budget in Cfg); other targets get an empty kernel.
 template <class Cfg, MoeEpilogue kEpi>
-__global__ void __launch_bounds__(Cfg::kThreads) moe_gemm_kernel(const MoeGemmParams p) {
+__global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocksPerSm) moe_gemm_kernel(const MoeGemmParams p) {
 #if defined(__CUDA_ARCH__)
   constexpr int kTarget = __CUDA_ARCH__ / 10 == 121 ? 120 : __CUDA_ARCH__ / 10;
   if constexpr (kTarget == Cfg::kArch) moe_gemm_body<Cfg, kEpi>(p);

@@ -64,6 +64,7 @@ __global__ void __launch_bounds__(1024) moe_routing_kernel(RoutingParams p) {
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
 
   for (int e = tid; e < E; e += blockDim.x) cnt[e] = 0;
+  if (tid == 0) *p.error_flags = 0;  // this kernel is the flags' only writer in a run
   __syncthreads();
   uint32_t err = 0;
   for (int i = tid; i < p.num_pairs; i += blockDim.x) {

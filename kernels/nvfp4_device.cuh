@@ -9,13 +9,18 @@
 namespace fp4moe::kernels {
 
 // E2M1 code of a value already divided by its block's scale. Hopper has no E2M1 convert
-// (`cvt.rn.satfinite.e2m1x2.f32` is sm_100/sm_120 only, PTX ISA "cvt"), so round in software: the code
-// is the number of rounding thresholds |v| passes. Using `>` at thresholds whose lower neighbour has an
-// even code (0.25, 1.25, 2.5, 5) and `>=` where the upper one is even (0.75, 1.75, 3.5) makes exact
-// midpoints go to the even mantissa (round half to even); past 5 everything becomes 6 (saturate).
+// (`cvt.rn.satfinite.e2m1x2.f32` is sm_100/sm_120 only, PTX ISA "cvt"), so round in software:
+// - |v| >= 1: E2M1 keeps 1 mantissa bit, so round the fp32 bit pattern to 1 mantissa bit, half to even
+//   (add 0x1FFFFF plus the kept bit, i.e. bit 22), and read exponent and that bit: (bits >> 22) - 252 is the
+//   code (1.0 -> 2 ... 6.0 -> 7); larger values saturate to 7.
+// - |v| < 1: the codes 0, 1, 2 are 0, 0.5, 1.0, a uniform step, so the code is rint(2|v|), half to even.
+// Exact midpoints (0.25, 0.75, 1.25, 1.75, 2.5, 3.5, 5) go to the even mantissa, as the host codec does.
 __device__ __forceinline__ uint32_t e2m1_encode(float v) {
   const float a = fabsf(v);
-  uint32_t code = (a > 0.25f) + (a >= 0.75f) + (a > 1.25f) + (a >= 1.75f) + (a > 2.5f) + (a >= 3.5f) + (a > 5.0f);
+  const uint32_t bits = __float_as_uint(a);
+  const uint32_t big = min(((bits + 0x1FFFFFu + ((bits >> 22) & 1u)) >> 22) - 252u, 7u);
+  const uint32_t small = __float2uint_rn(2.0f * a);
+  const uint32_t code = a < 1.0f ? small : big;
   return code | (__float_as_uint(v) >> 31 << 3);  // sign bit into bit 3 (-0 kept as 0x8)
 }
 

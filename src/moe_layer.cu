@@ -283,7 +283,6 @@ Status MoeLayer::run(const MoeForwardArgs& a, void* workspace, size_t workspace_
   const detail::MoeKernelSet& ks = *sel->set;
 
   if (phases & kPhaseRouting) {
-    FP4MOE_CUDA_TRY(cudaMemsetAsync(ws + L.flags, 0, 4, stream));
     kernels::RoutingParams r{};
     r.topk_ids = a.topk_ids;
     r.topk_weights = a.topk_weights;

@@ -101,6 +101,8 @@ struct MoeGemmConfig {
   static constexpr int kWarps = kBlockN / 16;
   static constexpr int kThreads = kWarps * 32;
   static constexpr int kNTiles8 = kBlockM / 8;  // MMA n-tiles per warp
+  // Blocks per SM the stage budget was planned for (two on 228 KB parts): caps registers via __launch_bounds__.
+  static constexpr int kMinBlocksPerSm = moe_gemm_stage_budget(kArch) < smem_optin_per_block(kArch) ? 2 : 1;
   static constexpr MoeGemmSmemLayout kSmem = moe_gemm_smem_layout(kBlockM, kBlockN, kBlockK, kStages);
   static constexpr int64_t kSmemBytes = kSmem.total;
 

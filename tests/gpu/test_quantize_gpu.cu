@@ -90,6 +90,34 @@ TEST(QuantizeGpu, BitExactWithHostCodecAllShapesLayoutsModes) {
       }
 }
 
+TEST(QuantizeGpu, RoundingMidpointsTieToEvenOnDevice) {
+  FP4MOE_SKIP_WITHOUT_GPU();
+  // gs = 1 and a block amax of 6 give scale 1.0, so the kernel rounds the values themselves.
+  const float vals[16] = {6.0f, 0.25f, 0.75f, 1.25f, 1.75f, 2.5f, 3.5f, 5.0f,
+                          -0.25f, -0.75f, -1.25f, -1.75f, -2.5f, -3.5f, -5.0f, 0.1f};
+  std::vector<uint16_t> bits;
+  for (int r = 0; r < 3; ++r)
+    for (float v : vals) bits.push_back(float_to_bf16(v));
+  Nvfp4Matrix ref;
+  ASSERT_TRUE(quantize_nvfp4_bf16(bits.data(), 3, 16, 1.0f, ScaleLayout::kLinear, &ref).is_ok());
+  DeviceBuffer in(bits.size() * 2), packed(24), scales(3), gs(4), ws(16);
+  ASSERT_TRUE(in.upload(bits) && packed.poison() && gs.upload(std::vector<float>{1.0f}));
+  QuantizeNvfp4Args a;
+  a.input = in.get();
+  a.rows = 3;
+  a.k = 16;
+  a.packed = packed.get();
+  a.scales = scales.get();
+  a.global_scale = gs.as<float>();
+  ASSERT_TRUE(QuantizeNvfp4::run(a, ws.get(), ws.bytes(), nullptr).is_ok());
+  ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  const auto got = packed.download<uint8_t>(24);
+  for (int i = 0; i < 24; ++i) EXPECT_EQ(got[static_cast<size_t>(i)], ref.packed[static_cast<size_t>(i)]) << "byte " << i;
+  // And the values themselves: 0.25->0, 0.75->1, 1.25->1, 1.75->2, 2.5->2, 3.5->4, 5->4.
+  const float want[8] = {6, 0, 1, 1, 2, 2, 4, 4};
+  for (int j = 0; j < 8; ++j) EXPECT_EQ(e2m1_to_float(ref.code(0, j)), want[j]) << j;
+}
+
 TEST(QuantizeGpu, NonFiniteInputIsReported) {
   FP4MOE_SKIP_WITHOUT_GPU();
   std::vector<uint16_t> bits = testing::random_bf16_matrix(4, 64, testing::fresh_seed());
