@@ -518,13 +518,19 @@ std::string CutlassSm120MoePlan::describe() const {
     s += "; limit " + commas(limit) + ": " + verdict();
   }
   if (largest_fitting_stages >= 2) {
-    if (!builder_compiles || largest_fitting_stages != builder.stages) {
-      s += "; use " + std::to_string(largest_fitting_stages) + " stages (" + commas(largest_fitting_bytes) + " B)";
+    const std::string at = std::to_string(largest_fitting_stages) + " stages (" + commas(largest_fitting_bytes) + " B)";
+    if (!builder_compiles || !fits) {
+      s += "; use " + at;
+    } else if (largest_fitting_stages > builder.stages) {
+      s += "; up to " + at + " fit";  // the builder's undercount can also leave a stage unused
     }
   } else {
     s += "; no stage count >= 2 fits";
   }
-  if (builder.sfb_undercounted) s += "; note: CUTLASS 4.2.1 counts no SFB bytes for N < 128";
+  if (builder.sfb_undercounted) {
+    s += "; note: CUTLASS 4.2.1 sizes SFB for N < 128 as zero 128-row blocks (the builder counts 0 B per "
+         "stage, the kernel keeps one 16 B array)";
+  }
   return s;
 }
 
@@ -578,21 +584,24 @@ std::vector<CutlassSm120MoeTactic> cutlass_sm120_moe_tactics(CutlassVersion v, M
   struct Tile {
     int m, n, k;
   };
-  std::vector<Tile> tiles;
-  if (v == CutlassVersion::k4_2_1) {
-    // flashinfer 0.6.3: CtaShape128x128x128B, 128x128x64B, 128x256x64B, 256x128x64B.
-    tiles = {{128, 128, 256}, {128, 128, 128}, {128, 256, 128}, {256, 128, 128}};
-  } else if (v == CutlassVersion::k4_5_0) {
-    // flashinfer 0.7.4: its ten SM120 tiles minus the two without a grouped dispatch case
-    // (128x128x256B, 256x128x128B), in its order.
-    tiles = {{128, 128, 256}, {128, 128, 128}, {256, 128, 128}, {128, 256, 128},
-             {128, 32, 256},  {128, 32, 128},  {128, 64, 256},  {128, 64, 128}};
+  // flashinfer 0.6.3: CtaShape128x128x128B, 128x128x64B, 128x256x64B, 256x128x64B.
+  static constexpr Tile kTiles421[] = {{128, 128, 256}, {128, 128, 128}, {128, 256, 128}, {256, 128, 128}};
+  // flashinfer 0.7.4: its ten SM120 tiles minus the two without a grouped dispatch case
+  // (128x128x256B, 256x128x128B), in its order.
+  static constexpr Tile kTiles450[] = {{128, 128, 256}, {128, 128, 128}, {256, 128, 128}, {128, 256, 128},
+                                       {128, 32, 256},  {128, 32, 128},  {128, 64, 256},  {128, 64, 128}};
+  const Tile* tiles = nullptr;
+  size_t count = 0;
+  switch (v) {
+    case CutlassVersion::k4_2_1: tiles = kTiles421; count = sizeof(kTiles421) / sizeof(Tile); break;
+    case CutlassVersion::k4_5_0: tiles = kTiles450; count = sizeof(kTiles450) / sizeof(Tile); break;
   }
   // The MoE runner duplicates the list with FINALIZE, then duplicates everything with swap_ab.
   std::vector<CutlassSm120MoeTactic> out;
   for (bool swap : {false, true}) {
     for (MoeEpilogueFusion f : {MoeEpilogueFusion::kNone, MoeEpilogueFusion::kFinalize}) {
-      for (const Tile& t : tiles) {
+      for (size_t i = 0; i < count; ++i) {
+        const Tile& t = tiles[i];
         CutlassSm120MoeTactic c;
         c.tile_m = t.m;
         c.tile_n = t.n;

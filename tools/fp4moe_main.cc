@@ -9,6 +9,7 @@ int main(int argc, char** argv) {
   app.require_subcommand(0, 1);
   app.set_version_flag("--version", FP4MOE_VERSION_STRING);
   int rc = 0;
+  fp4moe::cli::add_plan(app, &rc);
   fp4moe::cli::add_quantize_check(app, &rc);
   try {
     app.parse(argc, argv);

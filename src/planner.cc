@@ -1,0 +1,206 @@
+// The shared-memory planner (see include/fp4moe/planner.h): tables and fp4moe's kernel plans.
+#include "fp4moe/planner.h"
+
+#include <algorithm>
+#include <cctype>
+#include <cmath>
+
+namespace fp4moe {
+
+const std::vector<ArchInfo>& arch_table() {
+  // CUDA C++ Programming Guide, "Technical Specifications per Compute Capability": shared memory per SM
+  // and the opt-in maximum per block, 64K registers per SM, resident threads and blocks per SM.
+  static const std::vector<ArchInfo> t = {
+      {80, "sm_80", 167936, 166912, 65536, 2048, 32, "A100"},
+      {86, "sm_86", 102400, 101376, 65536, 1536, 16, "RTX 3090, A40"},
+      {89, "sm_89", 102400, 101376, 65536, 1536, 24, "L40S, RTX 4090"},
+      {90, "sm_90", 233472, 232448, 65536, 2048, 32, "H100, H200"},
+      {100, "sm_100", 233472, 232448, 65536, 2048, 32, "B200"},
+      {103, "sm_103", 233472, 232448, 65536, 2048, 32, "B300"},
+      {120, "sm_120", 102400, 101376, 65536, 1536, 32, "RTX 5090, RTX PRO 6000"},
+      {121, "sm_121", 102400, 101376, 65536, 1536, 32, "GB10 (DGX Spark)"},
+  };
+  return t;
+}
+
+namespace {
+std::string lower_alnum(const std::string& s) {
+  std::string o;
+  for (char c : s)
+    if (std::isalnum(static_cast<unsigned char>(c))) o += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return o;
+}
+}  // namespace
+
+Status find_arch(const std::string& name, const ArchInfo** out) {
+  std::string k = lower_alnum(name);
+  if (k.rfind("sm", 0) == 0) k = k.substr(2);
+  if (!k.empty() && k.back() == 'a') k.pop_back();  // sm_90a, sm_120a: same budget
+  std::string known;
+  for (const auto& a : arch_table()) {
+    if (std::to_string(a.cc) == k) {
+      *out = &a;
+      return Status::ok();
+    }
+    known += std::string(known.empty() ? "" : ", ") + a.name;
+  }
+  return invalid_argument("unknown arch '" + name + "'; known: " + known);
+}
+
+const std::vector<GpuInfo>& gpu_table() {
+  // Dense tensor-core peaks (no sparsity) and memory bandwidth from the vendors' datasheets; GeForce and
+  // workstation Blackwell peaks are the whitepaper's FP32-accumulate figures halved from the sparse ones.
+  static const std::vector<GpuInfo> t = {
+      {"A100 SXM 80GB", 80, 108, 2039, 312, 0, 0, "NVIDIA A100 datasheet"},
+      {"L40S", 89, 142, 864, 362, 733, 0, "NVIDIA L40S datasheet"},
+      {"H100 SXM", 90, 132, 3350, 989, 1979, 0, "NVIDIA H100 datasheet"},
+      {"H200", 90, 132, 4800, 989, 1979, 0, "NVIDIA H200 datasheet (4.3-4.6 TB/s read measured here)"},
+      {"B200", 100, 148, 8000, 2250, 4500, 9000, "NVIDIA DGX B200 / HGX B200 datasheet (per GPU)"},
+      {"RTX 5090", 120, 170, 1792, 209, 419, 1676, "NVIDIA RTX Blackwell GPU architecture whitepaper"},
+      {"RTX PRO 6000 Blackwell", 120, 188, 1792, 503, 1007, 2015, "NVIDIA RTX PRO 6000 Blackwell datasheet"},
+      {"GB10 (DGX Spark)", 121, 48, 273, 125, 250, 500, "NVIDIA DGX Spark datasheet (1 PFLOP FP4 sparse)"},
+  };
+  return t;
+}
+
+Status find_gpu(const std::string& name, const GpuInfo** out) {
+  const std::string k = lower_alnum(name);
+  std::string known;
+  for (const auto& g : gpu_table()) {
+    const std::string n = lower_alnum(g.name);
+    if (n == k || n.rfind(k, 0) == 0) {
+      *out = &g;
+      return Status::ok();
+    }
+    known += std::string(known.empty() ? "" : ", ") + g.name;
+  }
+  return invalid_argument("unknown GPU '" + name + "'; known: " + known);
+}
+
+const std::vector<ModelPreset>& model_presets() {
+  // Hidden, expert intermediate, routed experts, top-k from the models' public configs (shared/notes).
+  static const std::vector<ModelPreset> t = {
+      {"glm5", "GLM-5 (744B-A40B)", {256, 6144, 2048, 8}, 75},
+      {"deepseek-v3", "DeepSeek-V3 / R1", {256, 7168, 2048, 8}, 58},
+      {"kimi-k2", "Kimi K2", {384, 7168, 2048, 8}, 60},
+      {"glm4.5", "GLM-4.5", {160, 5120, 1536, 8}, 89},
+      {"qwen3-235b", "Qwen3-235B-A22B", {128, 4096, 1536, 8}, 94},
+      {"qwen3-30b", "Qwen3-30B-A3B", {128, 2048, 768, 8}, 48},
+      {"gpt-oss-120b", "gpt-oss-120b (MXFP4 upstream)", {128, 2880, 2880, 4}, 36},
+      {"mixtral", "Mixtral 8x7B", {8, 4096, 14336, 2}, 32},
+  };
+  return t;
+}
+
+Status find_model(const std::string& key, const ModelPreset** out) {
+  const std::string k = lower_alnum(key);
+  std::string known;
+  for (const auto& m : model_presets()) {
+    if (lower_alnum(m.key) == k || lower_alnum(m.name).rfind(k, 0) == 0) {
+      *out = &m;
+      return Status::ok();
+    }
+    known += std::string(known.empty() ? "" : ", ") + m.key;
+  }
+  return invalid_argument("unknown model '" + key + "'; presets: " + known);
+}
+
+std::string with_commas(int64_t v) {
+  std::string s = std::to_string(v < 0 ? -v : v), o;
+  for (size_t i = 0; i < s.size(); ++i) {
+    if (i && (s.size() - i) % 3 == 0) o += ',';
+    o += s[i];
+  }
+  return v < 0 ? "-" + o : o;
+}
+
+namespace {
+
+// The shipped configs: block_m -> (block_n, block_k). Mirrors src/moe_kernel_registry.cu (a unit test
+// checks the two agree through kernel_block_ms()).
+struct Shipped {
+  int m, n, k;
+};
+constexpr Shipped kShipped[] = {{8, 128, 256}, {16, 128, 256}, {32, 128, 128}, {64, 128, 128}};
+bool arch_has_kernels(int cc) { return cc == 90 || cc == 120 || cc == 121; }
+
+KernelPlan plan_one(const std::string& gemm, int64_t n, int64_t k, int bm, int bn, int bk, std::optional<int> stages,
+                    const ArchInfo& a, bool shipped) {
+  KernelPlan p;
+  p.gemm = gemm;
+  p.block_m = bm, p.block_n = bn, p.block_k = bk;
+  p.limit = a.smem_per_block;
+  p.stages = stages ? *stages : moe_gemm_planned_stages(bm, bn, bk, a.cc);
+  p.smem = moe_gemm_smem_layout(bm, bn, bk, std::max(p.stages, 1));
+  p.shipped = shipped;
+  const int threads = bn / 16 * 32;
+  p.blocks_per_sm_smem = static_cast<int>(a.smem_per_sm / (p.smem.total + kReservedSmemPerBlock));
+  p.blocks_per_sm_threads = a.max_threads_per_sm / threads;
+  p.blocks_per_sm = std::min({p.blocks_per_sm_smem, p.blocks_per_sm_threads, a.max_blocks_per_sm});
+  const auto L = p.smem;
+  const std::string parts = with_commas(L.total) + " B = " + std::to_string(p.stages) + " stages x " +
+                            with_commas(L.stage_bytes) + " (weights " + with_commas(L.weight_tile) + " + scales " +
+                            with_commas(L.scale_tile) + " + activations " + with_commas(L.act_tile) +
+                            " + row padding " + with_commas(L.act_padding) + ")";
+  if (p.stages < 2) {
+    p.reason = "does not fit: even 2 stages need " + with_commas(moe_gemm_smem_layout(bm, bn, bk, 2).total) +
+               " B; limit " + with_commas(p.limit);
+  } else if (L.total > p.limit) {
+    p.reason = "over by " + with_commas(L.total - p.limit) + ": needs " + parts + "; limit " + with_commas(p.limit) +
+               "; use " + std::to_string(moe_gemm_max_stages(bm, bn, bk, p.limit)) + " stages";
+  } else if (n % bn != 0 || k % bk != 0) {
+    p.reason = "tile does not divide the GEMM: N=" + std::to_string(n) + " % " + std::to_string(bn) + ", K=" +
+               std::to_string(k) + " % " + std::to_string(bk);
+  } else {
+    p.fits = true;
+    p.reason = "fits: " + parts + "; " + with_commas(p.limit - L.total) + " B spare; " +
+               std::to_string(p.blocks_per_sm) + " block(s)/SM";
+  }
+  return p;
+}
+
+}  // namespace
+
+Status plan_kernels(const MoeShape& s, const ArchInfo& a, std::optional<std::vector<int>> tile, std::optional<int> stages,
+                    std::vector<KernelPlan>* out) {
+  out->clear();
+  if (s.hidden <= 0 || s.intermediate <= 0) return invalid_argument("hidden and intermediate must be positive");
+  if (s.hidden % 16 != 0 || s.intermediate % 16 != 0)
+    return invalid_argument("hidden and intermediate must be multiples of 16 (one NVFP4 block scale per 16 along K)");
+  if (stages && (*stages < 1 || *stages > 32)) return invalid_argument("stages must be in [1, 32]");
+  const struct { const char* name; int64_t n, k; } gemms[] = {{"gate_up", 2 * s.intermediate, s.hidden},
+                                                              {"down", s.hidden, s.intermediate}};
+  if (tile) {
+    const auto& t = *tile;
+    if (t.size() != 3) return invalid_argument("tile must be MxNxK");
+    if (t[0] < 8 || t[0] % 8 != 0 || t[0] > 128)
+      return invalid_argument("tile M must be a multiple of 8 in [8, 128] (the MMA's n side holds 8 tokens)");
+    if (t[1] < 16 || t[1] % 16 != 0 || t[1] > 256)
+      return invalid_argument("tile N must be a multiple of 16 in [16, 256] (one 16-row MMA tile per warp)");
+    if (t[2] < 64 || t[2] % 64 != 0)
+      return invalid_argument("tile K must be a multiple of 64 (one 16-byte load holds four k16 MMA steps)");
+    std::optional<int> st = stages;
+    if (!st) st = std::min(kMaxStages, moe_gemm_max_stages(t[0], t[1], t[2], moe_gemm_stage_budget(a.cc) > 0 ? moe_gemm_stage_budget(a.cc) : a.smem_per_block));
+    bool shipped = false;
+    for (const auto& k : kShipped) shipped |= arch_has_kernels(a.cc) && k.m == t[0] && k.n == t[1] && k.k == t[2];
+    for (const auto& g : gemms) out->push_back(plan_one(g.name, g.n, g.k, t[0], t[1], t[2], st, a, shipped));
+    return Status::ok();
+  }
+  for (const auto& k : kShipped)
+    for (const auto& g : gemms)
+      out->push_back(plan_one(g.name, g.n, g.k, k.m, k.n, k.k, stages, a, arch_has_kernels(a.cc)));
+  return Status::ok();
+}
+
+double expected_active_experts(const MoeShape& s, int64_t tokens) {
+  // Each token picks k distinct experts uniformly: an expert stays idle with probability (1 - k/E)^T.
+  const double E = static_cast<double>(s.num_experts);
+  return E * (1.0 - std::pow(1.0 - static_cast<double>(s.top_k) / E, static_cast<double>(tokens)));
+}
+
+double moe_weight_bytes(const MoeShape& s, double active_experts) {
+  // w13 [2I, H] + w2 [H, I] per expert at 4.5 bits per weight (E2M1 + one UE4M3 per 16).
+  return active_experts * 3.0 * static_cast<double>(s.intermediate) * static_cast<double>(s.hidden) * 0.5625;
+}
+
+}  // namespace fp4moe

@@ -1,0 +1,116 @@
+// Unit tests of the planner: tables, fp4moe kernel plans (formulas, monotonicity, shipped configs fit).
+#include <gtest/gtest.h>
+
+#include "fp4moe/moe_gemm_config.h"
+#include "fp4moe/planner.h"
+
+namespace fp4moe {
+namespace {
+
+TEST(Planner, ArchLookupAndErrors) {
+  const ArchInfo* a = nullptr;
+  ASSERT_TRUE(find_arch("sm_120a", &a).is_ok());
+  EXPECT_EQ(a->smem_per_block, 101376);
+  ASSERT_TRUE(find_arch("sm90", &a).is_ok());
+  EXPECT_EQ(a->smem_per_block, 232448);
+  const Status s = find_arch("sm_75", &a);
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(s.message().find("sm_121"), std::string::npos) << "lists the known archs";
+  for (const auto& row : arch_table()) EXPECT_EQ(smem_optin_per_block(row.cc), row.smem_per_block) << row.name;
+  const GpuInfo* g = nullptr;
+  ASSERT_TRUE(find_gpu("rtx pro 6000", &g).is_ok());
+  EXPECT_EQ(g->cc, 120);
+  EXPECT_FALSE(find_gpu("tpu", &g).is_ok());
+  const ModelPreset* m = nullptr;
+  ASSERT_TRUE(find_model("GLM5", &m).is_ok());
+  EXPECT_EQ(m->shape.hidden, 6144);
+  EXPECT_FALSE(find_model("llama", &m).is_ok());
+}
+
+TEST(Planner, LayoutFormulaByteByByte) {
+  // 16 x 128 x 256: weights 128*256/2, scales 128*256/16, activations 16*256*2 + 16 B padding per row.
+  const auto l = moe_gemm_smem_layout(16, 128, 256, 4);
+  EXPECT_EQ(l.weight_tile, 16384);
+  EXPECT_EQ(l.scale_tile, 2048);
+  EXPECT_EQ(l.act_tile, 8192);
+  EXPECT_EQ(l.act_padding, 256);
+  EXPECT_EQ(l.stage_bytes, 26880);
+  EXPECT_EQ(l.total, 4 * 26880);
+  EXPECT_EQ(l.act_offset, 16384 + 2048);
+  EXPECT_EQ(l.act_row_stride, 528);
+}
+
+TEST(Planner, MoreBudgetNeverMeansFewerStagesAndPlansNeverExceedTheBudget) {
+  for (int m : {8, 16, 32, 64, 128})
+    for (int n : {16, 64, 128, 256})
+      for (int k : {64, 128, 256, 512}) {
+        int prev = 0;
+        for (int64_t budget = 0; budget <= 240000; budget += 1000) {
+          const int s = moe_gemm_max_stages(m, n, k, budget);
+          ASSERT_GE(s, prev) << m << "x" << n << "x" << k << " budget " << budget;
+          if (s > 0) {
+            ASSERT_LE(moe_gemm_smem_layout(m, n, k, s).total, budget);
+          }
+          ASSERT_GT(moe_gemm_smem_layout(m, n, k, s + 1).total, budget);  // and it is the largest
+          prev = s;
+        }
+      }
+}
+
+TEST(Planner, ShippedConfigsFitSm90AndSm120ForGlm5) {
+  const ModelPreset* m = nullptr;
+  ASSERT_TRUE(find_model("glm5", &m).is_ok());
+  for (const char* arch : {"sm_90", "sm_120", "sm_121"}) {
+    const ArchInfo* a = nullptr;
+    ASSERT_TRUE(find_arch(arch, &a).is_ok());
+    std::vector<KernelPlan> plans;
+    ASSERT_TRUE(plan_kernels(m->shape, *a, std::nullopt, std::nullopt, &plans).is_ok());
+    ASSERT_EQ(plans.size(), 8u);
+    for (const auto& p : plans) {
+      EXPECT_TRUE(p.fits) << arch << " " << p.reason;
+      EXPECT_TRUE(p.shipped);
+      EXPECT_LE(p.smem.total, a->smem_per_block);
+      EXPECT_GE(p.stages, 2);
+      EXPECT_GE(p.blocks_per_sm, 1);
+    }
+  }
+}
+
+TEST(Planner, CustomTilesAndClearErrors) {
+  const ArchInfo* a = nullptr;
+  ASSERT_TRUE(find_arch("sm_120", &a).is_ok());
+  const MoeShape glm{256, 6144, 2048, 8};
+  std::vector<KernelPlan> plans;
+  // A tile that cannot fit even two stages in 101,376 B.
+  ASSERT_TRUE(plan_kernels(glm, *a, std::vector<int>{128, 256, 512}, std::nullopt, &plans).is_ok());
+  EXPECT_FALSE(plans[0].fits);
+  EXPECT_NE(plans[0].reason.find("does not fit"), std::string::npos) << plans[0].reason;
+  // Forcing too many stages names the overshoot and the stage count that fits.
+  ASSERT_TRUE(plan_kernels(glm, *a, std::vector<int>{16, 128, 256}, 4, &plans).is_ok());
+  EXPECT_FALSE(plans[0].fits);
+  EXPECT_NE(plans[0].reason.find("over by 6,144"), std::string::npos) << plans[0].reason;
+  EXPECT_NE(plans[0].reason.find("use 3 stages"), std::string::npos) << plans[0].reason;
+  // Tile not a multiple of the MMA shape; K of the model not a multiple of 16.
+  EXPECT_NE(plan_kernels(glm, *a, std::vector<int>{12, 128, 256}, std::nullopt, &plans).message().find("multiple of 8"),
+            std::string::npos);
+  EXPECT_NE(plan_kernels(glm, *a, std::vector<int>{16, 100, 256}, std::nullopt, &plans).message().find("multiple of 16"),
+            std::string::npos);
+  EXPECT_NE(plan_kernels(glm, *a, std::vector<int>{16, 128, 96}, std::nullopt, &plans).message().find("multiple of 64"),
+            std::string::npos);
+  EXPECT_NE(plan_kernels(MoeShape{8, 6150, 2048, 2}, *a, std::nullopt, std::nullopt, &plans).message().find("multiples of 16"),
+            std::string::npos);
+  // A shape that the tile does not divide.
+  ASSERT_TRUE(plan_kernels(MoeShape{128, 2880, 2880, 4}, *a, std::nullopt, std::nullopt, &plans).is_ok());
+  EXPECT_FALSE(plans[0].fits);
+  EXPECT_NE(plans[0].reason.find("does not divide"), std::string::npos);
+}
+
+TEST(Planner, ExpectedActiveExperts) {
+  const MoeShape glm{256, 6144, 2048, 8};
+  EXPECT_NEAR(expected_active_experts(glm, 1), 8.0, 1e-9);
+  EXPECT_NEAR(expected_active_experts(glm, 100000), 256.0, 1e-6);
+  EXPECT_NEAR(moe_weight_bytes(glm, 256) / 1e9, 5.4358, 1e-3);
+}
+
+}  // namespace
+}  // namespace fp4moe

@@ -1,0 +1,227 @@
+// `fp4moe plan`: shared-memory plans of fp4moe's kernels (and, with --cutlass, of CUTLASS's sm_120 MoE
+// tactics) for a model on every architecture, before anything is compiled or launched.
+#include <cstdio>
+#include <optional>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "fp4moe/cutlass_model.h"
+#include "fp4moe/planner.h"
+#include "tools/commands.h"
+#include "tools/live_device.h"
+
+namespace fp4moe::cli {
+namespace {
+
+struct Opts {
+  std::string arch = "all", gpu, model = "glm5", tile, epilogue = "all";
+  std::optional<std::string> cutlass;  // set by --cutlass[=VERSION]
+  int stages = 0;
+  bool json = false;
+};
+
+Status parse_tile(const std::string& s, std::vector<int>* t) {
+  t->clear();
+  std::stringstream ss(s);
+  std::string part;
+  while (std::getline(ss, part, 'x')) {
+    try {
+      size_t used = 0;
+      const int v = std::stoi(part, &used);
+      if (used != part.size() || v <= 0) throw std::invalid_argument(part);
+      t->push_back(v);
+    } catch (const std::exception&) {
+      return invalid_argument("--tile '" + s + "': expected MxNxK with positive integers, e.g. 16x128x256");
+    }
+  }
+  if (t->size() != 3) return invalid_argument("--tile '" + s + "': expected MxNxK, e.g. 16x128x256");
+  return Status::ok();
+}
+
+nlohmann::json plan_json(const KernelPlan& p) {
+  const auto& L = p.smem;
+  return {{"gemm", p.gemm},       {"tile", {p.block_m, p.block_n, p.block_k}},
+          {"stages", p.stages},   {"smem_bytes", L.total},
+          {"limit", p.limit},     {"fits", p.fits},
+          {"shipped", p.shipped}, {"blocks_per_sm", p.blocks_per_sm},
+          {"breakdown", {{"weights", L.weight_tile}, {"scales", L.scale_tile}, {"activations", L.act_tile},
+                         {"act_row_padding", L.act_padding}, {"stage_bytes", L.stage_bytes},
+                         {"epilogue", L.epilogue}, {"barriers", L.barriers}}},
+          {"reason", p.reason}};
+}
+
+int run_ours(const Opts& o, const ModelPreset& m, const std::vector<const ArchInfo*>& archs, nlohmann::json* js) {
+  std::optional<std::vector<int>> tile;
+  if (!o.tile.empty()) {
+    std::vector<int> t;
+    const Status s = parse_tile(o.tile, &t);
+    if (!s.is_ok()) {
+      std::fprintf(stderr, "error: %s\n", s.message().c_str());
+      return 2;
+    }
+    tile = t;
+  }
+  const std::optional<int> stages = o.stages > 0 ? std::optional<int>(o.stages) : std::nullopt;
+  const MoeShape& sh = m.shape;
+  if (!o.json)
+    std::printf("fp4moe kernels for %s: E=%lld H=%lld I=%lld top-%lld (gate_up N=%lld K=%lld; down N=%lld K=%lld)\n",
+                m.name, static_cast<long long>(sh.num_experts), static_cast<long long>(sh.hidden),
+                static_cast<long long>(sh.intermediate), static_cast<long long>(sh.top_k),
+                static_cast<long long>(2 * sh.intermediate), static_cast<long long>(sh.hidden),
+                static_cast<long long>(sh.hidden), static_cast<long long>(sh.intermediate));
+  for (const ArchInfo* a : archs) {
+    std::vector<KernelPlan> plans;
+    const Status s = plan_kernels(sh, *a, tile, stages, &plans);
+    if (!s.is_ok()) {
+      std::fprintf(stderr, "error: %s\n", s.message().c_str());
+      return 2;
+    }
+    if (o.json) {
+      nlohmann::json arr = nlohmann::json::array();
+      for (const auto& p : plans) arr.push_back(plan_json(p));
+      (*js)["fp4moe"][a->name] = {{"limit", a->smem_per_block}, {"smem_per_sm", a->smem_per_sm}, {"plans", arr}};
+      continue;
+    }
+    std::printf("\n%s (%s): %s B per block opt-in, %s B per SM%s\n", a->name, a->example,
+                with_commas(a->smem_per_block).c_str(), with_commas(a->smem_per_sm).c_str(),
+                (a->cc == 90 || a->cc == 120 || a->cc == 121) ? "" : "  [no fp4moe kernels built for this arch: plan only]");
+    std::printf("  %-8s %-12s %6s %9s %9s %9s %9s %9s %10s %8s  %s\n", "gemm", "tile MxNxK", "stages", "weights", "scales",
+                "acts", "pad", "stage", "total", "blk/SM", "verdict");
+    for (const auto& p : plans) {
+      const auto& L = p.smem;
+      char tile_s[32];
+      std::snprintf(tile_s, sizeof(tile_s), "%dx%dx%d", p.block_m, p.block_n, p.block_k);
+      std::printf("  %-8s %-12s %6d %9s %9s %9s %9s %9s %10s %8d  %s\n", p.gemm.c_str(), tile_s, p.stages,
+                  with_commas(L.weight_tile).c_str(), with_commas(L.scale_tile).c_str(), with_commas(L.act_tile).c_str(),
+                  with_commas(L.act_padding).c_str(), with_commas(L.stage_bytes).c_str(), with_commas(L.total).c_str(),
+                  p.blocks_per_sm, p.fits ? (p.shipped ? "fits (shipped)" : "fits") : "DOES NOT FIT");
+    }
+    for (const auto& p : plans)
+      if (!p.fits) std::printf("    %s %dx%dx%d: %s\n", p.gemm.c_str(), p.block_m, p.block_n, p.block_k, p.reason.c_str());
+  }
+  return 0;
+}
+
+int run_cutlass(const Opts& o, nlohmann::json* js) {
+  CutlassVersion v;
+  Status s = parse_cutlass_version(*o.cutlass, &v);
+  if (!s.is_ok()) {
+    std::fprintf(stderr, "error: %s\n", s.message().c_str());
+    return 2;
+  }
+  std::vector<CutlassSm120MoePlan> plans;
+  s = cutlass_sm120_moe_plans(v, MoeOutputType::kBf16, &plans);
+  if (!s.is_ok()) {
+    std::fprintf(stderr, "error: %s\n", s.message().c_str());
+    return 2;
+  }
+  if (!o.json)
+    std::printf("\nCUTLASS %s (flashinfer %s) sm_120 NVFP4 MoE grouped-GEMM tactics (TensorRT-LLM launcher), bf16 out;"
+                " limit %s B per block\n  %-12s %-9s %-5s %8s %10s %10s %10s  %s\n",
+                cutlass_version_name(v), cutlass_flashinfer_release(v), with_commas(101376).c_str(), "tile", "epilogue",
+                "swap", "builder", "carveout", "real B", "max fit", "verdict");
+  nlohmann::json arr = nlohmann::json::array();
+  for (const auto& p : plans) {
+    if (o.epilogue != "all" &&
+        (o.epilogue == "finalize") != (p.tactic.epilogue == MoeEpilogueFusion::kFinalize))
+      continue;
+    char tile_s[32];
+    std::snprintf(tile_s, sizeof(tile_s), "%dx%dx%d", p.tactic.tile_m, p.tactic.tile_n, p.tactic.tile_k);
+    if (o.json) {
+      arr.push_back({{"tile", {p.tactic.tile_m, p.tactic.tile_n, p.tactic.tile_k}},
+                     {"epilogue", moe_epilogue_fusion_name(p.tactic.epilogue)},
+                     {"swap_ab", p.tactic.swap_ab},
+                     {"builder_stages", p.builder.stages},
+                     {"carveout", p.epilogue.total},
+                     {"smem_bytes", p.smem.total},
+                     {"limit", p.limit},
+                     {"fits", p.fits},
+                     {"largest_fitting_stages", p.largest_fitting_stages},
+                     {"largest_fitting_bytes", p.largest_fitting_bytes},
+                     {"verdict", p.verdict()},
+                     {"explanation", p.describe()}});
+      continue;
+    }
+    std::printf("  %-12s %-9s %-5s %8d %10s %10s %7d st  %s\n", tile_s, moe_epilogue_fusion_name(p.tactic.epilogue),
+                p.tactic.swap_ab ? "on" : "off", p.builder.stages, with_commas(p.epilogue.total).c_str(),
+                with_commas(p.smem.total).c_str(), p.largest_fitting_stages, p.verdict().c_str());
+  }
+  if (o.json) {
+    (*js)["cutlass"] = {{"version", cutlass_version_name(v)}, {"arch", "sm_120"}, {"tactics", arr}};
+    return 0;
+  }
+  std::printf("\nWhy the failing tactics fail:\n");
+  for (const auto& p : plans)
+    if (!p.fits) std::printf("  %s: %s\n", p.tactic.name().c_str(), p.describe().c_str());
+  return 0;
+}
+
+int run(const Opts& o) {
+  const ModelPreset* m = nullptr;
+  Status s = find_model(o.model, &m);
+  if (!s.is_ok()) {
+    std::fprintf(stderr, "error: %s\n", s.message().c_str());
+    return 2;
+  }
+  std::vector<const ArchInfo*> archs;
+  if (!o.gpu.empty()) {
+    const GpuInfo* g = nullptr;
+    s = find_gpu(o.gpu, &g);
+    const ArchInfo* a = nullptr;
+    if (s.is_ok()) s = find_arch(std::to_string(g->cc), &a);
+    if (!s.is_ok()) {
+      std::fprintf(stderr, "error: %s\n", s.message().c_str());
+      return 2;
+    }
+    archs.push_back(a);
+  } else if (o.arch == "all") {
+    for (const auto& a : arch_table()) archs.push_back(&a);
+  } else {
+    const ArchInfo* a = nullptr;
+    s = find_arch(o.arch, &a);
+    if (!s.is_ok()) {
+      std::fprintf(stderr, "error: %s\n", s.message().c_str());
+      return 2;
+    }
+    archs.push_back(a);
+  }
+  nlohmann::json js;
+  const LiveDevice live = query_live_device();
+  if (!o.json && live.present)
+    std::printf("live GPU: %s (sm_%d), %d SMs, %s B smem per block opt-in, %s B per SM (measured, wins over the table)\n",
+                live.name.c_str(), live.cc, live.sms, with_commas(live.smem_per_block).c_str(),
+                with_commas(live.smem_per_sm).c_str());
+  if (live.present) js["live_device"] = {{"name", live.name}, {"cc", live.cc}, {"sms", live.sms},
+                                         {"smem_per_block", live.smem_per_block}, {"smem_per_sm", live.smem_per_sm}};
+  int rc = 0;
+  rc = run_ours(o, *m, archs, &js);
+  if (rc == 0 && o.cutlass) rc = run_cutlass(o, &js);
+  if (rc == 0 && o.json) std::printf("%s\n", js.dump(2).c_str());
+  return rc;
+}
+
+}  // namespace
+
+void add_plan(CLI::App& app, int* rc) {
+  auto o = std::make_shared<Opts>();
+  CLI::App* sub = app.add_subcommand("plan", "Shared-memory plan of every kernel config on every arch (no GPU needed)");
+  sub->add_option("--arch", o->arch, "sm_80 ... sm_121, or all")->capture_default_str();
+  sub->add_option("--gpu", o->gpu, "a named GPU (H200, B200, RTX 5090, RTX PRO 6000, GB10, ...): its arch");
+  sub->add_option("--model", o->model, "preset: glm5, deepseek-v3, kimi-k2, glm4.5, qwen3-235b, qwen3-30b, gpt-oss-120b, mixtral")
+      ->capture_default_str();
+  sub->add_option("--tile", o->tile, "a custom fp4moe tile MxNxK instead of the shipped ones");
+  sub->add_option("--stages", o->stages, "force a stage count (default: as many as the arch's budget allows)");
+  sub->add_option("--epilogue", o->epilogue, "CUTLASS tactics to show: none, finalize or all")
+      ->check(CLI::IsMember({"none", "finalize", "all"}))
+      ->capture_default_str();
+  sub->add_option("--cutlass", o->cutlass, "also model CUTLASS's sm_120 MoE tactics (VERSION: 4.5.0 default, 4.2.1)")
+      ->expected(0, 1)
+      ->default_str("");
+  sub->add_flag("--json", o->json, "machine-readable output");
+  sub->callback([o, rc]() { *rc = run(*o); });
+}
+
+}  // namespace fp4moe::cli
