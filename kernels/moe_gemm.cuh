@@ -161,16 +161,15 @@ __device__ __forceinline__ void moe_gemm_body(const MoeGemmParams& p) {
           if (j > 0 && j * 8 >= cons_rows) break;  // n-tiles past the item's tokens: no loads, no MMAs
           ptx::ldmatrix_x4(b[j], x_lane + j * 8 * L.act_row_stride + (g * pack::kGroupK + h * 32) * 2);
         }
+        const uint32_t s_g = scale_pair2(sq.x, h), s_g8 = scale_pair2(sq.y, h);
+        uint32_t a0[4], a1[4];
+        dequant_a_fragment<0>(words[2 * h], s_g, s_g8, a0);
+        dequant_a_fragment<1>(words[2 * h + 1], s_g, s_g8, a1);
 #pragma unroll
-        for (int s2 = 0; s2 < 2; ++s2) {
-          const int s = 2 * h + s2;
-          uint32_t a[4];
-          dequant_a_fragment(words[s], scale_pair(sq.x, s), scale_pair(sq.y, s), a);
-#pragma unroll
-          for (int j = 0; j < Cfg::kNTiles8; ++j) {
-            if (j > 0 && j * 8 >= cons_rows) break;
-            ptx::mma_bf16_16816(acc[j], a, b[j][s2 * 2], b[j][s2 * 2 + 1]);
-          }
+        for (int j = 0; j < Cfg::kNTiles8; ++j) {
+          if (j > 0 && j * 8 >= cons_rows) break;
+          ptx::mma_bf16_16816(acc[j], a0, b[j][0], b[j][1]);
+          ptx::mma_bf16_16816(acc[j], a1, b[j][2], b[j][3]);
         }
       }
     }

@@ -252,6 +252,8 @@ Status MoeLayer::can_implement(const MoeForwardArgs& a) const {
   if (a.num_tokens < 0) return invalid_argument("num_tokens must be >= 0, got " + std::to_string(a.num_tokens));
   if (a.num_tokens * impl_->shape.top_k > (int64_t{1} << 30))
     return invalid_argument("num_tokens * top_k must be below 2^30");
+  if (a.block_m != 0 && impl_->pick(a.block_m) == nullptr)
+    return invalid_argument("block_m " + std::to_string(a.block_m) + " is not a built-in config (8, 16, 32, 64)");
   if (a.num_tokens == 0) return Status::ok();
   FP4MOE_RETURN_IF_ERROR(detail::check_device_pointer(a.hidden, 16, "hidden"));
   FP4MOE_RETURN_IF_ERROR(detail::check_device_pointer(a.output, 16, "output"));
@@ -279,7 +281,7 @@ Status MoeLayer::run(const MoeForwardArgs& a, void* workspace, size_t workspace_
   uint8_t* ws = static_cast<uint8_t*>(workspace);
   auto i32 = [&](int64_t off) { return reinterpret_cast<int32_t*>(ws + off); };
   const int32_t pairs = static_cast<int32_t>(a.num_tokens * s.top_k);
-  const Impl::Sel* sel = impl_->pick(block_m_for(a.num_tokens));
+  const Impl::Sel* sel = impl_->pick(a.block_m ? a.block_m : block_m_for(a.num_tokens));
   const detail::MoeKernelSet& ks = *sel->set;
 
   if (phases & kPhaseRouting) {

@@ -55,6 +55,7 @@ struct MoeForwardArgs {
   const int32_t* topk_ids = nullptr;   // [T, k]; ids outside [0, E) are skipped and reported by check()
   const float* topk_weights = nullptr;  // [T, k]; non-finite weights are skipped and reported
   void* output = nullptr;              // bf16 [T, H], 16-byte aligned
+  int block_m = 0;                     // 0: the layer's choice for T (tuned or heuristic); else a kernel_block_ms() value
 };
 
 // Which parts of forward() to enqueue (benchmarks time them one by one; the layer always runs all).
