@@ -21,7 +21,23 @@ struct Opts {
   std::optional<std::string> cutlass;  // set by --cutlass[=VERSION]
   int stages = 0;
   bool json = false;
+  bool floors = false;
+  int64_t tokens = 512;
 };
+
+// Memory floors of the model's MoE layer on every named GPU: active experts' bytes / datasheet bandwidth.
+int run_floors(const Opts& o, const ModelPreset& m) {
+  const double active = expected_active_experts(m.shape, o.tokens);
+  const double bytes = moe_weight_bytes(m.shape, active);
+  std::printf("%s, T=%lld tokens: %.1f experts active (uniform routing), %.2f GB of NVFP4 weights per layer\n", m.name,
+              static_cast<long long>(o.tokens), active, bytes / 1e9);
+  std::printf("  %-24s %8s %10s %12s %14s\n", "GPU", "arch", "BW GB/s", "floor us", "x layers (ms)");
+  for (const auto& g : gpu_table())
+    std::printf("  %-24s %8d %10.0f %12.1f %14.2f\n", g.name, g.cc, g.mem_bw_gbs, bytes / (g.mem_bw_gbs * 1e3),
+                bytes / (g.mem_bw_gbs * 1e3) * m.moe_layers / 1e3);
+  std::printf("  (datasheet bandwidth; a measured read bandwidth is lower, e.g. about 4.6 TB/s on the H200 here)\n");
+  return 0;
+}
 
 Status parse_tile(const std::string& s, std::vector<int>* t) {
   t->clear();
@@ -188,6 +204,7 @@ int run(const Opts& o) {
     }
     archs.push_back(a);
   }
+  if (o.floors) return run_floors(o, *m);
   nlohmann::json js;
   const LiveDevice live = query_live_device();
   if (!o.json && live.present)
@@ -221,6 +238,8 @@ void add_plan(CLI::App& app, int* rc) {
       ->expected(0, 1)
       ->default_str("");
   sub->add_flag("--json", o->json, "machine-readable output");
+  sub->add_flag("--floors", o->floors, "print the model layer's memory floor on every named GPU instead");
+  sub->add_option("--tokens", o->tokens, "tokens per step for --floors")->capture_default_str()->check(CLI::Range(int64_t{1}, int64_t{1} << 20));
   sub->callback([o, rc]() { *rc = run(*o); });
 }
 
