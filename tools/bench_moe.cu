@@ -182,7 +182,9 @@ int main(int argc, char** argv) {
     // Every built-in block_m: the fastest whole layer is reported (the tuner's job, done inline here).
     r.layer_us = 1e30;
     std::string tried;
+    const char* only_bm = std::getenv("FP4MOE_BENCH_BLOCK_M");  // profile one config
     for (int bm : kernel_block_ms()) {
+      if (only_bm && std::atoi(only_bm) != bm) continue;
       bm_override = bm;
       const double us = phase(kPhaseAll).median_us;
       char buf[48];
