@@ -56,9 +56,8 @@ Status QuantizeNvfp4::run(const QuantizeNvfp4Args& a, void* workspace, size_t wo
   p.rows = a.rows;
   p.k = a.k;
   p.layout = a.scale_layout;
-  // Two threads per 16-element block of the padded scale grid.
   const int64_t units = scale_rows_padded(a.rows, a.scale_layout) * scale_cols_padded(a.k, a.scale_layout);
-  kernels::quantize_nvfp4_kernel<<<static_cast<unsigned>(ceil_div(2 * units, kThreads)), kThreads, 0, stream>>>(p);
+  kernels::quantize_nvfp4_kernel<<<static_cast<unsigned>(ceil_div(units, kThreads)), kThreads, 0, stream>>>(p);
   FP4MOE_CHECK_LAUNCH("quantize_nvfp4_kernel");
   return Status::ok();
 }
