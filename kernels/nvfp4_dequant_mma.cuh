@@ -32,16 +32,16 @@ __device__ __forceinline__ uint32_t mul_by_half(uint32_t x, uint32_t s) {
 }
 
 // 8 packed E2M1 weights -> the 4 bf16x2 registers of an A fragment, times their block scales.
-// s_g / s_g8: scale_pair2() of rows g and g+8; kHalf picks this step's scale. 9 integer ops + 4 bf16x2
-// multiplies for 8 weights.
+// s_g / s_g8: scale_pair2() of rows g and g+8; kHalf picks this step's scale. 7 integer-pipe ops (+2 shifts
+// that can issue as IMAD) + 4 bf16x2 multiplies for 8 weights.
 template <int kHalf>
 __device__ __forceinline__ void dequant_a_fragment(uint32_t q, uint32_t s_g, uint32_t s_g8, uint32_t (&a)[4]) {
   constexpr uint32_t M = pack::kPairMask;
   const uint32_t p0 = q & M;
-  const uint32_t p1 = ror(q, 4) & M;
-  const uint32_t p2 = ror(q, 10) & M;
-  // (ror6 & kLastPairRot6) | (ror14 & ~kLastPairRot6): truth table 0xE4 = (a & c) | (b & ~c).
-  const uint32_t p3 = ptx::lop3<0xE4>(ror(q, 6), ror(q, 14), pack::kLastPairRot6) & M;
+  const uint32_t p1 = (q << 4) & M;
+  const uint32_t p2 = ror(q, 6) & M;
+  // ((q << 6) & kLastPairShl6) | ((q >> 2) & ~kLastPairShl6): truth table 0xE4 = (a & c) | (b & ~c).
+  const uint32_t p3 = ptx::lop3<0xE4>(q << 6, q >> 2, pack::kLastPairShl6) & M;
   a[0] = mul_by_half<kHalf>(p0, s_g);
   a[1] = mul_by_half<kHalf>(p1, s_g8);
   a[2] = mul_by_half<kHalf>(p2, s_g);

@@ -11,22 +11,25 @@ namespace fp4moe::pack {
 // One 32-bit word holds the 8 E2M1 weights a lane needs for one mma.m16n8k16 A fragment:
 //   w0,w1 = (row g,   k 2t, 2t+1)   w2,w3 = (row g+8, k 2t, 2t+1)
 //   w4,w5 = (row g,   k 2t+8, +9)   w6,w7 = (row g+8, k 2t+8, +9)     (g = lane/4, t = lane%4)
-// Bits are placed so that rotating the word right by 0, 4, 10 (and 6/14 for the last pair) and masking
-// with kPairMask lands each pair's sign at bf16 bit 15/31 and its (e1 e0 m) at bits 8..6 / 24..22:
-// a bf16 whose value is the E2M1 value times 2^-126 (exponent field = E2M1 exponent; zero stays zero,
-// E2M1 subnormal 0.5 becomes a bf16 subnormal). The 2^126 goes into the scale.
+// Each pair must land with its signs at bf16 bits 15/31 and its (e1 e0 m) at bits 8..6 / 24..22: a bf16
+// whose value is the E2M1 value times 2^-126 (exponent field = E2M1 exponent; zero stays zero, the E2M1
+// subnormal 0.5 becomes a bf16 subnormal). The 2^126 goes into the scale. The bits are placed so that
+//   pair 0 = q & kPairMask,  pair 1 = (q << 4) & kPairMask,  pair 2 = rotr(q, 6) & kPairMask,
+//   pair 3 = ((q << 6) & kLastPairShl6 | (q >> 2) & ~kLastPairShl6) & kPairMask,
+// which an exhaustive search over shift/rotate layouts found to need the fewest integer-pipe ops
+// (7; the left shifts can run as IMAD on the FMA pipe). The dequantizer is ALU-bound, so this matters.
 // bit_pos(i, b): bit position in the word of weight i's bit b (b = 0 sign, 1 e1, 2 e0, 3 m).
 FP4MOE_HD constexpr int bit_pos(int i, int b) {
   constexpr int kPos[8][4] = {
-      {15, 8, 7, 6},   {31, 24, 23, 22},  // rotate 0
-      {19, 12, 11, 10}, {3, 28, 27, 26},  // rotate 4
-      {25, 18, 17, 16}, {9, 2, 1, 0},     // rotate 10
-      {21, 14, 13, 20}, {5, 30, 29, 4},   // rotate 6 (sign, e1, e0) and 14 (m)
+      {15, 8, 7, 6},   {31, 24, 23, 22},  // identity
+      {11, 4, 3, 2},   {27, 20, 19, 18},  // shifted left by 4
+      {21, 14, 13, 12}, {5, 30, 29, 28},  // rotated right by 6
+      {9, 10, 1, 0},   {25, 26, 17, 16},  // shifted left by 6 (sign, e0, m) and right by 2 (e1)
   };
   return kPos[i][b];
 }
-inline constexpr uint32_t kPairMask = 0x81C081C0u;   // sign 15/31, bits 8..6 / 24..22
-inline constexpr uint32_t kLastPairRot6 = 0x81808180u;  // bits of the last pair taken from rotate-6
+inline constexpr uint32_t kPairMask = 0x81C081C0u;      // sign 15/31, bits 8..6 / 24..22
+inline constexpr uint32_t kLastPairShl6 = 0x80C080C0u;  // bits of the last pair taken from q << 6
 
 // Tile order: expert e, 16-row tile r (N/16 of them), 64-wide K group g (K/64): 512 bytes
 // = 32 lanes x 16 bytes (4 words: k16 steps 0..3 of the group). Scales of the same (e, r, g): 64 bytes
