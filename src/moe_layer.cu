@@ -217,11 +217,13 @@ size_t MoeLayer::prepacked_bytes() const { return impl_ ? impl_->total_bytes : 0
 int MoeLayer::block_m_for(int64_t num_tokens) const {
   if (!impl_) return 0;
   if (impl_->options.block_m) return impl_->options.block_m;
-  // Mean rows per expert decides (measured on an H200 for GLM-5, docs/perf/moe-decode.md): up to 4, 8-row
-  // chunks stream each expert once with the least MMA work; up to 24, 16-row chunks (an expert with more
-  // tokens takes two chunks, whose second pass over the weights mostly hits L2); beyond, the largest.
+  // Mean rows per expert decides (measured on an H200 for GLM-5, docs/perf/moe-decode.md). Each chunk
+  // dequantizes its expert's weights again and the dequantization is what limits the kernels, so the
+  // chunk should hold nearly every expert's tokens (mean + 3 sd of a Poisson count), but no more: unused
+  // 8-token MMA tiles are skipped, yet a larger tile has fewer resident warps.
   const double mean = static_cast<double>(num_tokens) * impl_->shape.top_k / impl_->shape.num_experts;
-  const int want = mean <= 4.0 ? 8 : mean <= 24.0 ? 16 : 64;
+  const double busiest = mean + 3.0 * std::sqrt(mean);
+  const int want = busiest <= 8.0 ? 8 : busiest <= 16.0 ? 16 : busiest <= 32.0 ? 32 : 64;
   int best = 0;
   for (const auto& s : impl_->sels) {
     const int m = s.set->block_m;

@@ -121,7 +121,7 @@ namespace {
 struct Shipped {
   int m, n, k;
 };
-constexpr Shipped kShipped[] = {{8, 128, 256}, {16, 128, 256}, {32, 128, 128}, {64, 128, 128}};
+constexpr Shipped kShipped[] = {{8, 128, 256}, {16, 128, 256}, {32, 128, 256}, {64, 128, 128}};
 bool arch_has_kernels(int cc) { return cc == 90 || cc == 120 || cc == 121; }
 
 KernelPlan plan_one(const std::string& gemm, int64_t n, int64_t k, int bm, int bn, int bk, std::optional<int> stages,
@@ -180,7 +180,7 @@ Status plan_kernels(const MoeShape& s, const ArchInfo& a, std::optional<std::vec
     if (t[2] < 64 || t[2] % 64 != 0)
       return invalid_argument("tile K must be a multiple of 64 (one 16-byte load holds four k16 MMA steps)");
     std::optional<int> st = stages;
-    if (!st) st = std::min(kMaxStages, moe_gemm_max_stages(t[0], t[1], t[2], moe_gemm_stage_budget(a.cc) > 0 ? moe_gemm_stage_budget(a.cc) : a.smem_per_block));
+    if (!st) st = std::min(kMaxStages, moe_gemm_max_stages(t[0], t[1], t[2], moe_gemm_stage_budget(t[0], a.cc)));
     bool shipped = false;
     for (const auto& k : kShipped) shipped |= arch_has_kernels(a.cc) && k.m == t[0] && k.n == t[1] && k.k == t[2];
     for (const auto& g : gemms) out->push_back(plan_one(g.name, g.n, g.k, t[0], t[1], t[2], st, a, shipped));

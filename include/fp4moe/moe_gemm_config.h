@@ -74,18 +74,24 @@ constexpr int moe_gemm_max_stages(int block_m, int block_n, int block_k, int64_t
   return per > 0 ? static_cast<int>(budget / per) : 0;
 }
 
-// Budget a config plans for on each architecture: on sm_90/100 two blocks share an SM (so one block's copy
-// latency hides behind the other's math), each taking half the SM less the runtime's 1 KB reservation;
-// on the 100 KB parts one block takes the whole opt-in budget.
-constexpr int64_t moe_gemm_stage_budget(int cc) {
-  const int64_t two_per_sm = smem_per_sm(cc) / 2 - kReservedSmemPerBlock;
-  return two_per_sm >= 96 * 1024 ? two_per_sm : smem_optin_per_block(cc);
+// Blocks per SM a config is planned for: on the 228 KB parts two (so one block's copy latency hides
+// behind the other's math), three for the lightest decode tile (more warps to issue from: its 8-token
+// tiles leave registers to spare); on the 100 KB parts one. __launch_bounds__ caps registers to match.
+constexpr int moe_gemm_blocks_per_sm(int block_m, int cc) {
+  if (smem_per_sm(cc) < 200 * 1024) return 1;
+  return block_m <= 8 ? 3 : 2;
+}
+// Shared memory a config may use per block: its share of the SM less the runtime's 1 KB reservation,
+// never more than the opt-in maximum per block.
+constexpr int64_t moe_gemm_stage_budget(int block_m, int cc) {
+  const int64_t share = smem_per_sm(cc) / moe_gemm_blocks_per_sm(block_m, cc) - kReservedSmemPerBlock;
+  return share < smem_optin_per_block(cc) ? share : smem_optin_per_block(cc);
 }
 inline constexpr int kMaxStages = 6;  // deeper than this adds no bandwidth (Little's law: >= 32 KB in flight per SM)
 
 // Stage count a (block_m, block_n, block_k) config gets on `cc`: as many as fit the budget, at most kMaxStages.
 constexpr int moe_gemm_planned_stages(int block_m, int block_n, int block_k, int cc) {
-  const int s = moe_gemm_max_stages(block_m, block_n, block_k, moe_gemm_stage_budget(cc));
+  const int s = moe_gemm_max_stages(block_m, block_n, block_k, moe_gemm_stage_budget(block_m, cc));
   return s < kMaxStages ? s : kMaxStages;
 }
 
@@ -101,8 +107,8 @@ struct MoeGemmConfig {
   static constexpr int kWarps = kBlockN / 16;
   static constexpr int kThreads = kWarps * 32;
   static constexpr int kNTiles8 = kBlockM / 8;  // MMA n-tiles per warp
-  // Blocks per SM the stage budget was planned for (two on 228 KB parts): caps registers via __launch_bounds__.
-  static constexpr int kMinBlocksPerSm = moe_gemm_stage_budget(kArch) < smem_optin_per_block(kArch) ? 2 : 1;
+  // Blocks per SM the stage budget was planned for: caps registers via __launch_bounds__.
+  static constexpr int kMinBlocksPerSm = moe_gemm_blocks_per_sm(kBlockM, kArch);
   static constexpr MoeGemmSmemLayout kSmem = moe_gemm_smem_layout(kBlockM, kBlockN, kBlockK, kStages);
   static constexpr int64_t kSmemBytes = kSmem.total;
 
