@@ -223,7 +223,7 @@ int MoeLayer::block_m_for(int64_t num_tokens) const {
   // 8-token MMA tiles are skipped, yet a larger tile has fewer resident warps.
   const double mean = static_cast<double>(num_tokens) * impl_->shape.top_k / impl_->shape.num_experts;
   const double busiest = mean + 3.0 * std::sqrt(mean);
-  const int want = busiest <= 8.0 ? 8 : busiest <= 16.0 ? 16 : busiest <= 32.0 ? 32 : 64;
+  const int want = busiest <= 8.0 ? 8 : busiest <= 20.0 ? 16 : busiest <= 40.0 ? 32 : 64;
   int best = 0;
   for (const auto& s : impl_->sels) {
     const int m = s.set->block_m;
