@@ -25,7 +25,7 @@ struct Row {
 };
 
 void fill(void* p, int64_t n, uint64_t seed, bool scales) {
-  testing::fill_random_bytes_kernel<<<static_cast<unsigned>((n + 255) / 256), 256>>>(static_cast<uint8_t*>(p), n, seed, scales);
+  testing::fill_random_bytes_kernel<><<<static_cast<unsigned>((n + 255) / 256), 256>>>(static_cast<uint8_t*>(p), n, seed, scales);
   BENCH_CUDA(cudaGetLastError());
 }
 

@@ -42,8 +42,8 @@ struct ExpertWeights {
     scales.alloc(static_cast<size_t>(E * N * K / 16));
     global.alloc(static_cast<size_t>(E * 4));
     const int64_t nb = E * N * K / 2, ns = E * N * K / 16;
-    fill_random_bytes_kernel<<<static_cast<unsigned>((nb + 255) / 256), 256>>>(packed.as<uint8_t>(), nb, seed, false);
-    fill_random_bytes_kernel<<<static_cast<unsigned>((ns + 255) / 256), 256>>>(scales.as<uint8_t>(), ns, seed + 1, true);
+    fill_random_bytes_kernel<><<<static_cast<unsigned>((nb + 255) / 256), 256>>>(packed.as<uint8_t>(), nb, seed, false);
+    fill_random_bytes_kernel<><<<static_cast<unsigned>((ns + 255) / 256), 256>>>(scales.as<uint8_t>(), ns, seed + 1, true);
     std::mt19937_64 rng(seed + 2);
     std::uniform_real_distribution<float> d(200.0f, 3000.0f);
     host_global.resize(static_cast<size_t>(E));

@@ -1,0 +1,219 @@
+// Shared GPU-test machinery for the MoE layer: a problem (weights, routing, layer, buffers) and the
+// element-wise check of routing tables, SwiGLU output and layer output against the fp64 CPU reference.
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cmath>
+#include <functional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "fp4moe/bf16.h"
+#include "fp4moe/moe.h"
+#include "tests/gpu/moe_test_data.h"
+
+namespace fp4moe::testing {
+
+// Runs f(0..n-1) on all hardware threads (the fp64 reference is the slow part of a GPU test).
+inline void parallel_for(int64_t n, const std::function<void(int64_t)>& f) {
+  const int64_t threads = std::max<int64_t>(1, std::min<int64_t>(n, std::thread::hardware_concurrency()));
+  std::atomic<int64_t> next{0};
+  std::vector<std::thread> pool;
+  for (int64_t t = 0; t < threads; ++t)
+    pool.emplace_back([&] {
+      for (int64_t i = next++; i < n; i = next++) f(i);
+    });
+  for (auto& th : pool) th.join();
+}
+
+// A GPU value against the exact reference: within tol, or (when the reference rounds to a non-finite
+// bf16) the same non-finite class.
+inline bool matches(double got, double want, double tol) {
+  const double want_bf16 = round_to_bf16(static_cast<float>(want));
+  if (!std::isfinite(want_bf16) || !std::isfinite(want)) {
+    if (std::isnan(want) || std::isnan(want_bf16)) return std::isnan(got);
+    return std::isinf(got) && std::signbit(got) == std::signbit(want);
+  }
+  return std::fabs(got - want) <= tol;
+}
+
+// reference_down split over tokens and threads.
+inline reference::LayerOutput reference_down_parallel(const reference::MoeReferenceInput& in,
+                                                      const std::vector<std::vector<uint16_t>>& act) {
+  reference::LayerOutput all;
+  all.out.resize(static_cast<size_t>(in.num_tokens * in.hidden));
+  all.tol.resize(all.out.size());
+  const int64_t chunk = 8;
+  parallel_for((in.num_tokens + chunk - 1) / chunk, [&](int64_t ci) {
+    const int64_t t0 = ci * chunk, t1 = std::min(in.num_tokens, t0 + chunk);
+    reference::MoeReferenceInput sub = in;
+    sub.num_tokens = t1 - t0;
+    sub.topk_ids = in.topk_ids + t0 * in.top_k;
+    sub.topk_weights = in.topk_weights + t0 * in.top_k;
+    std::vector<std::vector<uint16_t>> sub_act(act.begin() + t0 * in.top_k, act.begin() + t1 * in.top_k);
+    const auto r = reference::reference_down(sub, sub_act);
+    std::copy(r.out.begin(), r.out.end(), all.out.begin() + t0 * in.hidden);
+    std::copy(r.tol.begin(), r.tol.end(), all.tol.begin() + t0 * in.hidden);
+  });
+  return all;
+}
+
+struct Case {
+  int64_t T, E, H, I, k;
+  Routing routing = Routing::kUniform;
+  int block_m = 0;  // 0: the layer's heuristic
+  FinalizeMode finalize = FinalizeMode::kDeterministic;
+  bool gate_first = true;
+  bool dequant_kind = false;
+  std::string name() const {
+    return "T" + std::to_string(T) + "_E" + std::to_string(E) + "_H" + std::to_string(H) + "_I" + std::to_string(I) +
+           "_k" + std::to_string(k) + "_" + testing::routing_name(routing) + "_bm" + std::to_string(block_m) +
+           (finalize == FinalizeMode::kAtomic ? "_atomic" : "_det") + (gate_first ? "_gatefirst" : "_upfirst") +
+           (dequant_kind ? "_ws2" : "");
+  }
+};
+
+// Everything one case needs on the device, plus the outputs of one run.
+struct Problem {
+  Case c;
+  uint64_t seed = 0;
+  testing::ExpertWeights w13, w2;
+  testing::RoutingInputs in;
+  MoeLayer layer;
+  DeviceBuffer hidden, ids, weights, out, ws;
+
+  void setup(const Case& cs, uint64_t s) {
+    c = cs;
+    seed = s;
+    ASSERT_TRUE(w13.make(c.E, 2 * c.I, c.H, seed * 7 + 1, c.dequant_kind));
+    ASSERT_TRUE(w2.make(c.E, c.H, c.I, seed * 7 + 3, c.dequant_kind));
+    in.make(c.T, c.H, c.E, c.k, c.routing, seed * 7 + 5);
+    MoeShape shape{c.E, c.H, c.I, c.k};
+    MoeLayerOptions o;
+    o.block_m = c.block_m;
+    o.finalize = c.finalize;
+    o.gate_up_order = c.gate_first ? GateUpOrder::kGateFirst : GateUpOrder::kUpFirst;
+    o.global_scale_kind = c.dequant_kind ? GlobalScaleKind::kDequantize : GlobalScaleKind::kQuantize;
+    const Status st = layer.init(shape, o, w13.device(), w2.device(), nullptr);
+    ASSERT_TRUE(st.is_ok()) << st.to_string();
+    hidden.alloc(in.hidden.size() * 2);
+    ids.alloc(in.ids.size() * 4);
+    weights.alloc(in.weights.size() * 4);
+    out.alloc(static_cast<size_t>(c.T * c.H * 2));
+    ws.alloc(layer.workspace_size(c.T));
+    ASSERT_TRUE(hidden.upload(in.hidden) && ids.upload(in.ids) && weights.upload(in.weights));
+  }
+  MoeForwardArgs args() const {
+    MoeForwardArgs a;
+    a.hidden = hidden.get();
+    a.num_tokens = c.T;
+    a.topk_ids = ids.as<int32_t>();
+    a.topk_weights = weights.as<float>();
+    a.output = out.get();
+    return a;
+  }
+  // Poisons output and workspace (0xFF bytes: bf16 NaN), runs, synchronises.
+  void run_poisoned() {
+    ASSERT_TRUE(out.poison(0xFF));
+    ASSERT_TRUE(ws.poison(0xFF));
+    const Status st = layer.run(args(), ws.get(), ws.bytes(), nullptr);
+    ASSERT_TRUE(st.is_ok()) << st.to_string();
+    ASSERT_EQ(cudaGetLastError(), cudaSuccess);
+    ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  }
+};
+
+inline void check_against_reference(Problem& p) {
+  const Case& c = p.c;
+  SCOPED_TRACE(c.name() + " seed " + std::to_string(p.seed) + " " + p.layer.describe(c.T));
+  const Status chk = p.layer.check(p.ws.get(), nullptr);
+  if (c.routing == Routing::kWithBadIds) {
+    EXPECT_EQ(chk.code(), StatusCode::kInvalidArgument) << "bad ids were not reported";
+  } else {
+    ASSERT_TRUE(chk.is_ok()) << chk.to_string();
+  }
+  const int64_t P = c.T * c.k;
+  const MoeWorkspaceView v = p.layer.workspace_view(p.ws.get(), c.T);
+  auto dl32 = [](const int32_t* d, int64_t n) {
+    std::vector<int32_t> h(static_cast<size_t>(n));
+    EXPECT_EQ(cudaMemcpy(h.data(), d, static_cast<size_t>(n) * 4, cudaMemcpyDeviceToHost), cudaSuccess);
+    return h;
+  };
+  const auto offsets = dl32(v.expert_offsets, c.E + 1);
+  const auto perm = dl32(v.perm_pair, P);
+  const auto inv = dl32(v.inv_perm, P);
+
+  // Routing: stable grouping by expert, computed here independently.
+  std::vector<int32_t> want_off(static_cast<size_t>(c.E + 1), 0), want_perm, want_inv(static_cast<size_t>(P), -1);
+  for (int32_t e = 0; e < c.E; ++e) {
+    want_off[static_cast<size_t>(e)] = static_cast<int32_t>(want_perm.size());
+    for (int64_t i = 0; i < P; ++i)
+      if (p.in.ids[static_cast<size_t>(i)] == e) {
+        want_inv[static_cast<size_t>(i)] = static_cast<int32_t>(want_perm.size());
+        want_perm.push_back(static_cast<int32_t>(i));
+      }
+  }
+  want_off[static_cast<size_t>(c.E)] = static_cast<int32_t>(want_perm.size());
+  ASSERT_EQ(offsets, want_off);
+  ASSERT_TRUE(std::equal(want_perm.begin(), want_perm.end(), perm.begin())) << "permutation differs";
+  ASSERT_EQ(inv, want_inv);
+  const int64_t rows = static_cast<int64_t>(want_perm.size());
+
+  // SwiGLU output, every element of every routed row.
+  std::vector<uint16_t> act(static_cast<size_t>(rows * c.I));
+  ASSERT_EQ(cudaMemcpy(act.data(), v.act, act.size() * 2, cudaMemcpyDeviceToHost), cudaSuccess);
+  reference::ExpertWeightsView w13v = p.w13.view(), w2v = p.w2.view();
+  reference::MoeReferenceInput ri;
+  ri.num_tokens = c.T, ri.hidden = c.H, ri.intermediate = c.I, ri.top_k = c.k, ri.num_experts = c.E;
+  ri.gate_first = c.gate_first;
+  ri.hidden_bf16 = p.in.hidden.data();
+  ri.topk_ids = p.in.ids.data();
+  ri.topk_weights = p.in.weights.data();
+  ri.w13 = &w13v;
+  ri.w2 = &w2v;
+  std::vector<std::vector<uint16_t>> act_by_pair(static_cast<size_t>(P));
+  std::vector<reference::PairActivation> refs(static_cast<size_t>(rows));
+  parallel_for(rows, [&](int64_t r) {
+    const int32_t pair = perm[static_cast<size_t>(r)];
+    refs[static_cast<size_t>(r)] = reference::reference_gate_up(ri, pair / c.k, pair % c.k);
+  });
+  std::atomic<int64_t> bad{0};
+  for (int64_t r = 0; r < rows; ++r) {
+    const int32_t pair = perm[static_cast<size_t>(r)];
+    const auto& ref = refs[static_cast<size_t>(r)];
+    ASSERT_EQ(static_cast<int64_t>(ref.act.size()), c.I);
+    auto& mine = act_by_pair[static_cast<size_t>(pair)];
+    mine.assign(act.begin() + r * c.I, act.begin() + (r + 1) * c.I);
+    for (int64_t j = 0; j < c.I; ++j) {
+      const double got = bf16_to_float(mine[static_cast<size_t>(j)]);
+      const double want = ref.act[static_cast<size_t>(j)], tol = ref.act_tol[static_cast<size_t>(j)];
+      if (!matches(got, want, tol) && bad++ < 5)
+        ADD_FAILURE() << "act row " << r << " (pair " << pair << ") col " << j << ": got " << got << " want " << want
+                      << " tol " << tol;
+    }
+  }
+  ASSERT_EQ(bad.load(), 0) << bad.load() << " SwiGLU outputs out of tolerance";
+
+  // Layer output from the GPU's own SwiGLU values: every element within tolerance (non-finite only
+  // where the bf16-rounded reference is non-finite too).
+  const auto ref = reference_down_parallel(ri, act_by_pair);
+  std::vector<uint16_t> out(static_cast<size_t>(c.T * c.H));
+  ASSERT_EQ(cudaMemcpy(out.data(), p.out.get(), out.size() * 2, cudaMemcpyDeviceToHost), cudaSuccess);
+  double max_rel = 0;
+  for (size_t i = 0; i < out.size(); ++i) {
+    const double got = bf16_to_float(out[i]);
+    if (!matches(got, ref.out[i], ref.tol[i]) && bad++ < 5)
+      ADD_FAILURE() << "out[" << i / c.H << ", " << i % c.H << "]: got " << got << " want " << ref.out[i] << " tol "
+                    << ref.tol[i];
+    if (ref.tol[i] > 0 && std::isfinite(got)) max_rel = std::max(max_rel, std::fabs(got - ref.out[i]) / ref.tol[i]);
+  }
+  ASSERT_EQ(bad.load(), 0) << bad.load() << " outputs out of tolerance";
+  ::testing::Test::RecordProperty("max_err_over_tol", std::to_string(max_rel));
+}
+
+
+}  // namespace fp4moe::testing
