@@ -20,12 +20,35 @@ double decode_row(const ExpertWeightsView& w, int64_t e, int64_t row, float* out
   return 1.0 / w.global_scale(e);
 }
 
+DecodedExperts::DecodedExperts(const ExpertWeightsView& w)
+    : w_(w), data_(static_cast<size_t>(w.num_experts)), inv_(static_cast<size_t>(w.num_experts)),
+      once_(static_cast<size_t>(w.num_experts)) {}
+
+void DecodedExperts::ensure(int64_t e) const {
+  std::call_once(once_[static_cast<size_t>(e)], [&] {
+    auto& d = data_[static_cast<size_t>(e)];
+    d.resize(static_cast<size_t>(w_.rows * w_.k));
+    double inv = 0;
+    for (int64_t r = 0; r < w_.rows; ++r) inv = decode_row(w_, e, r, d.data() + r * w_.k);
+    inv_[static_cast<size_t>(e)] = inv;
+  });
+}
+
+const float* DecodedExperts::row(int64_t e, int64_t r) const {
+  ensure(e);
+  return data_[static_cast<size_t>(e)].data() + r * w_.k;
+}
+
+double DecodedExperts::inv_global(int64_t e) const {
+  ensure(e);
+  return inv_[static_cast<size_t>(e)];
+}
+
 PairActivation reference_gate_up(const MoeReferenceInput& in, int64_t t, int64_t s) {
   PairActivation r;
   const int32_t e = in.topk_ids[t * in.top_k + s];
   if (e < 0 || e >= in.num_experts) return r;
   const int64_t H = in.hidden, I = in.intermediate;
-  std::vector<float> wrow(static_cast<size_t>(H));
   std::vector<double> x(static_cast<size_t>(H));
   for (int64_t h = 0; h < H; ++h) x[static_cast<size_t>(h)] = bf16_to_float(in.hidden_bf16[t * H + h]);
   r.act.resize(static_cast<size_t>(I));
@@ -36,10 +59,11 @@ PairActivation reference_gate_up(const MoeReferenceInput& in, int64_t t, int64_t
     for (int half = 0; half < 2; ++half) {  // 0 gate, 1 up
       const bool gate = half == 0;
       const int64_t row = (gate == in.gate_first) ? j : I + j;
-      const double inv = decode_row(*in.w13, e, row, wrow.data());
+      const double inv = in.w13->inv_global(e);
+      const float* wrow = in.w13->row(e, row);
       double sum = 0, abs = 0;
       for (int64_t h = 0; h < H; ++h) {
-        const double p = static_cast<double>(wrow[static_cast<size_t>(h)]) * x[static_cast<size_t>(h)];
+        const double p = static_cast<double>(wrow[h]) * x[static_cast<size_t>(h)];
         sum += p;
         abs += std::fabs(p);
       }
@@ -63,7 +87,7 @@ LayerOutput reference_down(const MoeReferenceInput& in, const std::vector<std::v
   LayerOutput o;
   o.out.assign(static_cast<size_t>(T * H), 0.0);
   std::vector<double> abs(static_cast<size_t>(T * H), 0.0);
-  std::vector<float> wrow(static_cast<size_t>(I));
+  std::vector<double> a64(static_cast<size_t>(I));
   for (int64_t t = 0; t < T; ++t) {
     for (int64_t s = 0; s < K; ++s) {
       const int64_t pair = t * K + s;
@@ -71,11 +95,13 @@ LayerOutput reference_down(const MoeReferenceInput& in, const std::vector<std::v
       const float rw = in.topk_weights[pair];
       if (e < 0 || e >= in.num_experts || !std::isfinite(rw)) continue;
       const auto& a = act_bf16[static_cast<size_t>(pair)];
+      for (int64_t j = 0; j < I; ++j) a64[static_cast<size_t>(j)] = bf16_to_float(a[static_cast<size_t>(j)]);
+      const double inv = in.w2->inv_global(e);
       for (int64_t h = 0; h < H; ++h) {
-        const double inv = decode_row(*in.w2, e, h, wrow.data());
+        const float* wrow = in.w2->row(e, h);
         double sum = 0, sabs = 0;
         for (int64_t j = 0; j < I; ++j) {
-          const double p = static_cast<double>(wrow[static_cast<size_t>(j)]) * bf16_to_float(a[static_cast<size_t>(j)]);
+          const double p = static_cast<double>(wrow[j]) * a64[static_cast<size_t>(j)];
           sum += p;
           sabs += std::fabs(p);
         }

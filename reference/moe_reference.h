@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <mutex>
 #include <vector>
 
 namespace fp4moe::reference {
@@ -20,14 +21,29 @@ struct ExpertWeightsView {
 // Decodes row `row` of expert e into w[k] = e2m1 * scale (exact in float); returns 1 / global_scale.
 double decode_row(const ExpertWeightsView& w, int64_t e, int64_t row, float* out);
 
+// Each expert decoded once, on first use (thread-safe), then shared by every (token, slot) pair routed to it.
+class DecodedExperts {
+ public:
+  explicit DecodedExperts(const ExpertWeightsView& w);
+  const float* row(int64_t e, int64_t r) const;  // [k] values e2m1 * scale
+  double inv_global(int64_t e) const;            // 1 / global_scale
+
+ private:
+  void ensure(int64_t e) const;
+  const ExpertWeightsView& w_;
+  mutable std::vector<std::vector<float>> data_;
+  mutable std::vector<double> inv_;
+  mutable std::vector<std::once_flag> once_;
+};
+
 struct MoeReferenceInput {
   int64_t num_tokens = 0, hidden = 0, intermediate = 0, top_k = 0, num_experts = 0;
   bool gate_first = true;                // w13 = [gate; up] (else [up; gate])
   const uint16_t* hidden_bf16 = nullptr;  // [T, H]
   const int32_t* topk_ids = nullptr;      // [T, k]
   const float* topk_weights = nullptr;    // [T, k]
-  const ExpertWeightsView* w13 = nullptr;  // [E, 2I, H]
-  const ExpertWeightsView* w2 = nullptr;   // [E, H, I]
+  const DecodedExperts* w13 = nullptr;  // [E, 2I, H]
+  const DecodedExperts* w2 = nullptr;   // [E, H, I]
 };
 
 // Per (token, slot) pair: the SwiGLU output before rounding and its error budget for an fp32 GPU path.

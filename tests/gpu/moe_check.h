@@ -173,8 +173,9 @@ inline void check_against_reference(Problem& p) {
   ri.hidden_bf16 = p.in.hidden.data();
   ri.topk_ids = p.in.ids.data();
   ri.topk_weights = p.in.weights.data();
-  ri.w13 = &w13v;
-  ri.w2 = &w2v;
+  const reference::DecodedExperts w13d(w13v), w2d(w2v);
+  ri.w13 = &w13d;
+  ri.w2 = &w2d;
   std::vector<std::vector<uint16_t>> act_by_pair(static_cast<size_t>(P));
   std::vector<reference::PairActivation> refs(static_cast<size_t>(rows));
   parallel_for(rows, [&](int64_t r) {

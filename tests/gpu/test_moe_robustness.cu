@@ -45,7 +45,8 @@ TEST(MoeRobustness, EveryBadForwardArgumentIsRejectedAndNothingIsWritten) {
       {"unknown block_m", [](MoeForwardArgs& a, void*&, size_t&) { a.block_m = 24; }, StatusCode::kInvalidArgument, "block_m 24"},
       {"workspace too small", [](MoeForwardArgs&, void*&, size_t& b) { b -= 1; }, StatusCode::kResourceExhausted, "workspace_size"},
       {"workspace null", [](MoeForwardArgs&, void*& w, size_t&) { w = nullptr; }, StatusCode::kInvalidArgument, "workspace is null"},
-      {"workspace misaligned", [](MoeForwardArgs&, void*& w, size_t& b) { w = static_cast<char*>(w) + 16; b -= 16; }, StatusCode::kMisaligned, "workspace must be 256-byte aligned"},
+      // (the size stays as allocated: the call is rejected before anything touches the buffer)
+      {"workspace misaligned", [](MoeForwardArgs&, void*& w, size_t&) { w = static_cast<char*>(w) + 16; }, StatusCode::kMisaligned, "workspace must be 256-byte aligned"},
   };
   for (const BadArg& t : table) {
     SCOPED_TRACE(t.what);
@@ -172,10 +173,12 @@ TEST(MoeRobustness, AnExpertWithAllZeroScalesContributesZero) {
   p.run_poisoned();
   if (HasFatalFailure()) return;
   const auto out = p.out.download<uint16_t>(static_cast<size_t>(8 * 256));
-  for (int64_t t = 0; t < 8; ++t)
-    if (p.in.ids[static_cast<size_t>(t)] == 0)
-      for (int64_t h = 0; h < 256; ++h) ASSERT_EQ(bf16_to_float(out[static_cast<size_t>(t * 256 + h)]), 0.0f);
-  check_against_reference(p);
+  // One-expert routing with k = 1 sends every token to expert 0. (The reference's weight view still
+  // describes the scales before the memset, so no reference comparison here.)
+  for (int64_t t = 0; t < 8; ++t) {
+    ASSERT_EQ(p.in.ids[static_cast<size_t>(t)], 0);
+    for (int64_t h = 0; h < 256; ++h) ASSERT_EQ(bf16_to_float(out[static_cast<size_t>(t * 256 + h)]), 0.0f);
+  }
 }
 
 }  // namespace
