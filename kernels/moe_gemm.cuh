@@ -188,9 +188,14 @@ __device__ __forceinline__ void moe_gemm_body(const MoeGemmParams& p) {
           if constexpr (kEpi == MoeEpilogue::kSwiGLU) {
             // Rows g and g+8 of this warp's tile are gate and up of output column j_out.
             const float gate = alpha * acc[j][c], up = alpha * acc[j][2 + c];
-            const float silu = gate / (1.0f + expf(-gate));
+            // silu(g) = g / (1 + e^-g). Where e^-g overflows (g < -88, or an fp32 accumulator that overflowed
+            // to -inf) the limit is -0, not inf/inf = NaN; and a zero factor gives a (signed) zero even when
+            // the other one overflowed, as the exact product would.
+            const float e = expf(-gate);
+            const float silu = isinf(e) ? copysignf(0.0f, gate) : gate / (1.0f + e);
+            const float act = (silu == 0.0f || up == 0.0f) ? copysignf(0.0f, silu) * copysignf(1.0f, up) : silu * up;
             const int64_t col = static_cast<int64_t>(nt) * (kBN / 2) + warp * 8 + g8;
-            p.act_out[prow * (p.n / 2) + col] = __float2bfloat16_rn(silu * up);
+            p.act_out[prow * (p.n / 2) + col] = __float2bfloat16_rn(act);
           } else {
             const int32_t pair = p.perm_pair[prow];
             const float scale = alpha * p.topk_weights[pair];

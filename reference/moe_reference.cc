@@ -73,7 +73,7 @@ PairActivation reference_gate_up(const MoeReferenceInput& in, int64_t t, int64_t
     const double g = v[0], u = v[1];
     const double sig = 1.0 / (1.0 + std::exp(-g));
     const double silu = g * sig;
-    const double act = silu * u;
+    const double act = (silu == 0.0 || u == 0.0) ? std::copysign(0.0, silu) * std::copysign(1.0, u) : silu * u;
     // d(silu)/dg = sig * (1 + g * (1 - sig)), bounded by 1.1 in magnitude.
     const double err = 1.1 * std::fabs(u) * eps32 * a[0] + std::fabs(silu) * eps32 * a[1];
     r.act[static_cast<size_t>(j)] = act;
