@@ -281,11 +281,17 @@ Status MoeLayer::run(const MoeForwardArgs& a, void* workspace, size_t workspace_
   if (dev != impl_->device)
     return invalid_argument("the current device (" + std::to_string(dev) + ") is not the one the layer was initialised on (" +
                             std::to_string(impl_->device) + ")");
-  int stream_dev = -1;
-  FP4MOE_CUDA_TRY(cudaStreamGetDevice(stream, &stream_dev));
-  if (stream_dev != impl_->device)
-    return invalid_argument("the stream belongs to device " + std::to_string(stream_dev) +
-                            "; the layer's weights live on device " + std::to_string(impl_->device));
+  // The stream's device (cudaStreamGetDevice would invalidate a CUDA-graph capture, so not while capturing:
+  // a capture on another device's stream fails at the first launch instead).
+  cudaStreamCaptureStatus capturing = cudaStreamCaptureStatusNone;
+  FP4MOE_CUDA_TRY(cudaStreamIsCapturing(stream, &capturing));
+  if (capturing == cudaStreamCaptureStatusNone) {
+    int stream_dev = -1;
+    FP4MOE_CUDA_TRY(cudaStreamGetDevice(stream, &stream_dev));
+    if (stream_dev != impl_->device)
+      return invalid_argument("the stream belongs to device " + std::to_string(stream_dev) +
+                              "; the layer's weights live on device " + std::to_string(impl_->device));
+  }
   uint8_t* ws = static_cast<uint8_t*>(workspace);
   auto i32 = [&](int64_t off) { return reinterpret_cast<int32_t*>(ws + off); };
   const int32_t pairs = static_cast<int32_t>(a.num_tokens * s.top_k);
