@@ -1,10 +1,12 @@
 // Host side of the MoE layer: validation, prepack, workspace layout and the launches of a forward pass.
 #include <algorithm>
+#include <map>
 #include <cmath>
 #include <string>
 
 #include "fp4moe/moe.h"
 #include "fp4moe/scale_layout.h"
+#include "fp4moe/tuning.h"
 #include "fp4moe/moe_gemm_config.h"
 #include "kernels/moe_finalize.cuh"
 #include "kernels/moe_prepack.cuh"
@@ -69,6 +71,7 @@ struct MoeLayer::Impl {
     int blocks_gate_up, blocks_down;  // persistent grid sizes
   };
   std::vector<Sel> sels;  // one per block_m, for this device's architecture
+  std::map<int64_t, int> tuned;  // tokens bucket -> block_m, from a tuning cache
   void* w13 = nullptr;    // one allocation: weights, scales, alpha for w13 then w2
   size_t w13_bytes = 0, s13_bytes = 0, w2_bytes = 0, s2_bytes = 0, total_bytes = 0;
   uint8_t *pw13 = nullptr, *ps13 = nullptr, *pw2 = nullptr, *ps2 = nullptr;
@@ -214,9 +217,18 @@ const MoeShape& MoeLayer::shape() const {
 }
 size_t MoeLayer::prepacked_bytes() const { return impl_ ? impl_->total_bytes : 0; }
 
+size_t MoeLayer::use_tuning(const TuningCache& cache) {
+  if (!impl_) return 0;
+  impl_->tuned.clear();
+  for (const auto& [bucket, bm] : cache.choices_for(impl_->shape, impl_->options.finalize))
+    if (impl_->pick(bm) != nullptr) impl_->tuned[bucket] = bm;
+  return impl_->tuned.size();
+}
+
 int MoeLayer::block_m_for(int64_t num_tokens) const {
   if (!impl_) return 0;
   if (impl_->options.block_m) return impl_->options.block_m;
+  if (const auto it = impl_->tuned.find(tokens_bucket(num_tokens)); it != impl_->tuned.end()) return it->second;
   // Mean rows per expert decides (measured on an H200 for GLM-5, docs/perf/moe-decode.md). Each chunk
   // dequantizes its expert's weights again and the dequantization is what limits the kernels, so the
   // chunk should hold nearly every expert's tokens (mean + 3 sd of a Poisson count), but no more: unused

@@ -161,6 +161,12 @@ KernelPlan plan_one(const std::string& gemm, int64_t n, int64_t k, int bm, int b
 
 }  // namespace
 
+std::vector<int> shipped_block_ms() {
+  std::vector<int> v;
+  for (const auto& k : kShipped) v.push_back(k.m);
+  return v;
+}
+
 Status plan_kernels(const MoeShape& s, const ArchInfo& a, std::optional<std::vector<int>> tile, std::optional<int> stages,
                     std::vector<KernelPlan>* out) {
   out->clear();

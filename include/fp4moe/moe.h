@@ -13,6 +13,8 @@
 
 namespace fp4moe {
 
+class TuningCache;  // fp4moe/tuning.h
+
 struct MoeShape {
   int64_t num_experts = 0;   // E, 1..1024
   int64_t hidden = 0;        // H: multiple of 128 (down's N tile) and of 256 (gate_up's K tile)
@@ -97,6 +99,10 @@ class MoeLayer {
   Status check(const void* workspace, cudaStream_t stream) const;
 
   MoeWorkspaceView workspace_view(const void* workspace, int64_t num_tokens) const;
+
+  // Adopts the tuned choices recorded for this layer's shape and finalize mode (an empty cache, or one
+  // for another GPU, leaves the heuristic in charge). Returns how many token buckets were adopted.
+  size_t use_tuning(const TuningCache& cache);
 
   // Block size along M that run() uses for `num_tokens`, and a one-line description of the configs.
   int block_m_for(int64_t num_tokens) const;

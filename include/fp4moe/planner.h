@@ -65,6 +65,10 @@ struct KernelPlan {
   std::string reason;               // in words: why it fits or not
 };
 
+// block_m of every kernel config compiled into this library (the same list as kernel_block_ms(), which
+// needs the CUDA library; a test keeps the two equal).
+std::vector<int> shipped_block_ms();
+
 // Plans for every shipped block_m config (or one custom tile) of both GEMMs of `shape` on `arch`.
 // A custom tile uses `stages` when given, else the largest count that fits.
 Status plan_kernels(const MoeShape& shape, const ArchInfo& arch, std::optional<std::vector<int>> custom_tile,

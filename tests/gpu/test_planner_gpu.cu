@@ -50,5 +50,21 @@ TEST(PlannerGpu, CudaFuncAttributesMatchThePlanForEveryShippedConfig) {
   EXPECT_EQ(checked, 12) << "4 block_m configs x 3 epilogues for this arch";
 }
 
+TEST(PlannerShipped, PlannerListMatchesTheCompiledKernels) {
+  // Runs without a GPU: the registry is host data.
+  EXPECT_EQ(shipped_block_ms(), kernel_block_ms());
+  for (const auto& set : detail::moe_kernel_sets()) {
+    const ArchInfo* a = nullptr;
+    ASSERT_TRUE(find_arch(std::to_string(set.arch), &a).is_ok());
+    std::vector<KernelPlan> plans;
+    ASSERT_TRUE(plan_kernels(MoeShape{256, 6144, 2048, 8}, *a, std::nullopt, std::nullopt, &plans).is_ok());
+    bool found = false;
+    for (const auto& p : plans)
+      found |= p.shipped && p.block_m == set.block_m && p.block_n == set.block_n && p.block_k == set.block_k &&
+               p.stages == set.stages && p.smem.total == set.smem_bytes;
+    EXPECT_TRUE(found) << "sm_" << set.arch << " block_m " << set.block_m;
+  }
+}
+
 }  // namespace
 }  // namespace fp4moe

@@ -1,0 +1,195 @@
+// Tuning cache and tactic filtering (see include/fp4moe/tuning.h).
+#include "fp4moe/tuning.h"
+
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cerrno>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "fp4moe/planner.h"
+
+namespace fp4moe {
+namespace {
+
+constexpr int kFormat = 1;
+
+const char* mode_name(FinalizeMode m) { return m == FinalizeMode::kDeterministic ? "deterministic" : "atomic"; }
+
+// mkdir -p; ok when the folder exists afterwards.
+bool make_dirs(const std::string& dir) {
+  if (dir.empty()) return true;
+  std::string cur;
+  std::stringstream ss(dir);
+  std::string part;
+  if (dir[0] == '/') cur = "/";
+  while (std::getline(ss, part, '/')) {
+    if (part.empty()) continue;
+    cur += part + "/";
+    if (mkdir(cur.c_str(), 0755) != 0 && errno != EEXIST) return false;
+  }
+  return true;
+}
+
+}  // namespace
+
+std::string TuningEnvironment::describe() const {
+  return gpu + ", " + std::to_string(sms) + " SMs, driver " + std::to_string(driver) + ", CUDA runtime " +
+         std::to_string(runtime) + ", fp4moe " + fp4moe;
+}
+
+int64_t tokens_bucket(int64_t tokens) {
+  int64_t b = 1;
+  while (b < tokens && b < (int64_t{1} << 40)) b <<= 1;
+  return b;
+}
+
+std::optional<TunedChoice> TuningCache::lookup(const MoeShape& s, FinalizeMode mode, int64_t tokens) const {
+  const auto it = entries_.find(Key{s.num_experts, s.hidden, s.intermediate, s.top_k, static_cast<int>(mode),
+                                    tokens_bucket(tokens)});
+  if (it == entries_.end()) return std::nullopt;
+  return it->second;
+}
+
+void TuningCache::record(const MoeShape& s, FinalizeMode mode, int64_t bucket, TunedChoice choice) {
+  entries_[Key{s.num_experts, s.hidden, s.intermediate, s.top_k, static_cast<int>(mode), bucket}] = choice;
+}
+
+std::map<int64_t, int> TuningCache::choices_for(const MoeShape& s, FinalizeMode mode) const {
+  std::map<int64_t, int> out;
+  for (const auto& [k, v] : entries_)
+    if (std::get<0>(k) == s.num_experts && std::get<1>(k) == s.hidden && std::get<2>(k) == s.intermediate &&
+        std::get<3>(k) == s.top_k && std::get<4>(k) == static_cast<int>(mode))
+      out[std::get<5>(k)] = v.block_m;
+  return out;
+}
+
+std::string TuningCache::to_json() const {
+  nlohmann::json j;
+  j["format"] = kFormat;
+  j["environment"] = {{"gpu", env_.gpu}, {"sms", env_.sms}, {"driver", env_.driver}, {"runtime", env_.runtime},
+                      {"fp4moe", env_.fp4moe}};
+  nlohmann::json arr = nlohmann::json::array();
+  for (const auto& [k, v] : entries_)
+    arr.push_back({{"experts", std::get<0>(k)},
+                   {"hidden", std::get<1>(k)},
+                   {"intermediate", std::get<2>(k)},
+                   {"top_k", std::get<3>(k)},
+                   {"finalize", mode_name(static_cast<FinalizeMode>(std::get<4>(k)))},
+                   {"tokens_bucket", std::get<5>(k)},
+                   {"block_m", v.block_m},
+                   {"us", v.us}});
+  j["entries"] = arr;
+  return j.dump(1);
+}
+
+Status TuningCache::load(const std::string& path, const TuningEnvironment& env, TuningCache* out, std::string* note) {
+  if (out == nullptr) return invalid_argument("output cache is null");
+  *out = TuningCache(env);
+  std::string why;
+  std::ifstream f(path);
+  if (!f) {
+    if (note) *note = "";  // no cache yet: nothing to say
+    return Status::ok();
+  }
+  std::stringstream buf;
+  buf << f.rdbuf();
+  const nlohmann::json j = nlohmann::json::parse(buf.str(), nullptr, /*allow_exceptions=*/false);
+  TuningCache c(env);
+  auto reject = [&](const std::string& w) {
+    if (note) *note = "tuning cache " + path + " ignored: " + w + "; using the built-in heuristic";
+    return Status::ok();
+  };
+  if (j.is_discarded() || !j.is_object()) return reject("not valid JSON (corrupt or truncated)");
+  if (!j.contains("format") || !j["format"].is_number_integer() || j["format"].get<int>() != kFormat)
+    return reject("unknown format");
+  const auto& e = j.value("environment", nlohmann::json::object());
+  TuningEnvironment have;
+  if (!e.is_object() || !e.contains("gpu") || !e["gpu"].is_string()) return reject("no environment");
+  have.gpu = e.value("gpu", "");
+  have.sms = e.value("sms", 0);
+  have.driver = e.value("driver", 0);
+  have.runtime = e.value("runtime", 0);
+  have.fp4moe = e.value("fp4moe", "");
+  if (!(have == env)) return reject("recorded for " + have.describe() + ", this is " + env.describe());
+  const auto entries = j.value("entries", nlohmann::json::array());
+  if (!entries.is_array()) return reject("entries is not a list");
+  for (const auto& x : entries) {
+    if (!x.is_object()) return reject("an entry is not an object");
+    const int64_t E = x.value("experts", int64_t{0}), H = x.value("hidden", int64_t{0}),
+                  I = x.value("intermediate", int64_t{0}), K = x.value("top_k", int64_t{0}),
+                  bucket = x.value("tokens_bucket", int64_t{0});
+    const int bm = x.value("block_m", 0);
+    const std::string mode = x.value("finalize", "");
+    const auto ms = shipped_block_ms();
+    if (E <= 0 || H <= 0 || I <= 0 || K <= 0 || bucket <= 0 || (mode != "deterministic" && mode != "atomic") ||
+        std::find(ms.begin(), ms.end(), bm) == ms.end())
+      return reject("an entry has invalid fields");
+    c.record(MoeShape{E, H, I, K}, mode == "atomic" ? FinalizeMode::kAtomic : FinalizeMode::kDeterministic, bucket,
+             TunedChoice{bm, x.value("us", 0.0)});
+  }
+  *out = std::move(c);
+  if (note) *note = "";
+  return Status::ok();
+}
+
+Status TuningCache::save(const std::string& path) const {
+  const size_t slash = path.rfind('/');
+  const std::string dir = slash == std::string::npos ? "" : path.substr(0, slash);
+  if (!make_dirs(dir)) return Status(StatusCode::kNotFound, "cannot create the folder " + dir + ": " + std::strerror(errno));
+  static std::atomic<uint64_t> counter{0};
+  const std::string tmp = path + ".tmp." + std::to_string(getpid()) + "." + std::to_string(counter++);
+  {
+    std::ofstream f(tmp, std::ios::trunc);
+    if (!f) return Status(StatusCode::kNotFound, "cannot write " + tmp + ": " + std::strerror(errno));
+    f << to_json() << "\n";
+    f.flush();
+    if (!f) {
+      std::remove(tmp.c_str());
+      return Status(StatusCode::kInternal, "short write to " + tmp);
+    }
+  }
+  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
+    const std::string err = std::strerror(errno);
+    std::remove(tmp.c_str());
+    return Status(StatusCode::kInternal, "cannot rename " + tmp + " to " + path + ": " + err);
+  }
+  return Status::ok();
+}
+
+std::string default_tuning_cache_path() {
+  if (const char* d = std::getenv("FP4MOE_CACHE_DIR"); d && *d) return std::string(d) + "/tuning.json";
+  if (const char* x = std::getenv("XDG_CACHE_HOME"); x && *x) return std::string(x) + "/fp4moe/tuning.json";
+  if (const char* h = std::getenv("HOME"); h && *h) return std::string(h) + "/.cache/fp4moe/tuning.json";
+  return "fp4moe-tuning.json";
+}
+
+Status tuning_candidates(const MoeShape& shape, const ArchInfo& arch, std::vector<int>* ok,
+                         std::vector<std::string>* rejected) {
+  if (ok == nullptr || rejected == nullptr) return invalid_argument("output lists are null");
+  ok->clear();
+  rejected->clear();
+  std::vector<KernelPlan> plans;
+  FP4MOE_RETURN_IF_ERROR(plan_kernels(shape, arch, std::nullopt, std::nullopt, &plans));
+  for (int bm : shipped_block_ms()) {
+    std::string why;
+    bool fits = true;
+    for (const auto& p : plans)
+      if (p.block_m == bm && (!p.fits || !p.shipped)) {
+        fits = false;
+        why += (why.empty() ? "" : "; ") + p.gemm + ": " + (p.shipped ? p.reason : "not built for " + std::string(arch.name));
+      }
+    if (fits) ok->push_back(bm);
+    else rejected->push_back("block_m " + std::to_string(bm) + ": " + why);
+  }
+  return Status::ok();
+}
+
+}  // namespace fp4moe

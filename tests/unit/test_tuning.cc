@@ -1,0 +1,149 @@
+// Unit tests of the tuning cache: round trip, corrupt / truncated / foreign files, concurrent writers,
+// default location, and tactic filtering by the planner.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <fstream>
+#include <thread>
+
+#include "fp4moe/planner.h"
+#include "fp4moe/tuning.h"
+
+namespace fp4moe {
+namespace {
+
+TuningEnvironment env() { return TuningEnvironment{"NVIDIA H200", 132, 13000, 13000, "0.1.0"}; }
+const MoeShape kGlm{256, 6144, 2048, 8};
+
+std::string temp_dir() {
+  char tmpl[] = "/tmp/fp4moe-tuning-XXXXXX";
+  const char* d = mkdtemp(tmpl);
+  return d ? d : "/tmp";
+}
+
+TEST(Tuning, BucketsArePowersOfTwo) {
+  EXPECT_EQ(tokens_bucket(0), 1);
+  EXPECT_EQ(tokens_bucket(1), 1);
+  EXPECT_EQ(tokens_bucket(3), 4);
+  EXPECT_EQ(tokens_bucket(512), 512);
+  EXPECT_EQ(tokens_bucket(513), 1024);
+}
+
+TEST(Tuning, RoundTripThroughAFile) {
+  const std::string path = temp_dir() + "/sub/dir/tuning.json";  // folders are created
+  TuningCache c(env());
+  c.record(kGlm, FinalizeMode::kDeterministic, 512, {32, 2497.6});
+  c.record(kGlm, FinalizeMode::kDeterministic, 64, {8, 1254.3});
+  c.record(kGlm, FinalizeMode::kAtomic, 64, {16, 1200.0});
+  ASSERT_TRUE(c.save(path).is_ok());
+  TuningCache back;
+  std::string note = "x";
+  ASSERT_TRUE(TuningCache::load(path, env(), &back, &note).is_ok());
+  EXPECT_EQ(note, "");
+  EXPECT_EQ(back.size(), 3u);
+  ASSERT_TRUE(back.lookup(kGlm, FinalizeMode::kDeterministic, 300).has_value());
+  EXPECT_EQ(back.lookup(kGlm, FinalizeMode::kDeterministic, 300)->block_m, 32);
+  EXPECT_DOUBLE_EQ(back.lookup(kGlm, FinalizeMode::kDeterministic, 300)->us, 2497.6);
+  EXPECT_EQ(back.lookup(kGlm, FinalizeMode::kAtomic, 64)->block_m, 16);
+  EXPECT_FALSE(back.lookup(kGlm, FinalizeMode::kAtomic, 512).has_value());
+  EXPECT_FALSE(back.lookup(MoeShape{128, 4096, 1536, 8}, FinalizeMode::kDeterministic, 512).has_value());
+  EXPECT_EQ(back.choices_for(kGlm, FinalizeMode::kDeterministic), (std::map<int64_t, int>{{64, 8}, {512, 32}}));
+}
+
+TEST(Tuning, MissingCorruptTruncatedAndForeignFilesFallBackWithOneLine) {
+  const std::string dir = temp_dir();
+  TuningCache c(env());
+  std::string note;
+  // Missing: empty, silent.
+  ASSERT_TRUE(TuningCache::load(dir + "/none.json", env(), &c, &note).is_ok());
+  EXPECT_EQ(c.size(), 0u);
+  EXPECT_EQ(note, "");
+  TuningCache good(env());
+  good.record(kGlm, FinalizeMode::kDeterministic, 8, {8, 100});
+  const std::string text = good.to_json();
+  const struct {
+    const char* name;
+    std::string content;
+    const char* why;
+  } bad[] = {
+      {"garbage", "\x01\x02 not json at all", "not valid JSON"},
+      {"truncated", text.substr(0, text.size() / 2), "not valid JSON"},
+      {"empty", "", "not valid JSON"},
+      {"format", R"({"format": 99, "environment": {}, "entries": []})", "unknown format"},
+      {"other gpu", [&] { TuningCache o(TuningEnvironment{"NVIDIA H100", 132, 13000, 13000, "0.1.0"}); return o.to_json(); }(), "recorded for NVIDIA H100"},
+      {"other version", [&] { TuningCache o(TuningEnvironment{"NVIDIA H200", 132, 13000, 13000, "0.0.9"}); return o.to_json(); }(), "fp4moe 0.0.9"},
+      {"bad block_m", R"({"format":1,"environment":{"gpu":"NVIDIA H200","sms":132,"driver":13000,"runtime":13000,"fp4moe":"0.1.0"},"entries":[{"experts":256,"hidden":6144,"intermediate":2048,"top_k":8,"finalize":"deterministic","tokens_bucket":8,"block_m":12,"us":1}]})", "invalid fields"},
+      {"entries not a list", R"({"format":1,"environment":{"gpu":"NVIDIA H200","sms":132,"driver":13000,"runtime":13000,"fp4moe":"0.1.0"},"entries":5})", "not a list"},
+  };
+  for (const auto& b : bad) {
+    SCOPED_TRACE(b.name);
+    const std::string path = dir + "/" + b.name + ".json";
+    std::ofstream(path) << b.content;
+    c = good;
+    const Status s = TuningCache::load(path, env(), &c, &note);
+    EXPECT_TRUE(s.is_ok()) << "a bad cache is not an error";
+    EXPECT_EQ(c.size(), 0u) << "nothing from a bad file is used";
+    EXPECT_NE(note.find(b.why), std::string::npos) << note;
+    EXPECT_NE(note.find("heuristic"), std::string::npos);
+    EXPECT_EQ(note.find('\n'), std::string::npos) << "one line";
+  }
+  EXPECT_FALSE(TuningCache::load(dir + "/x.json", env(), nullptr, &note).is_ok());
+}
+
+TEST(Tuning, ConcurrentWritersLeaveAValidFile) {
+  const std::string path = temp_dir() + "/tuning.json";
+  std::vector<std::thread> writers;
+  for (int w = 0; w < 8; ++w)
+    writers.emplace_back([&, w] {
+      TuningCache c(env());
+      for (int i = 0; i < 200; ++i) c.record(kGlm, FinalizeMode::kDeterministic, int64_t{1} << (i % 12), {8 << (w % 4), double(w)});
+      for (int rep = 0; rep < 20; ++rep) ASSERT_TRUE(c.save(path).is_ok());
+    });
+  for (auto& t : writers) t.join();
+  TuningCache back;
+  std::string note;
+  ASSERT_TRUE(TuningCache::load(path, env(), &back, &note).is_ok());
+  EXPECT_EQ(note, "");
+  EXPECT_EQ(back.size(), 12u);
+  // Every entry came from one writer's cache (no mix of two partial files).
+  const int bm = back.lookup(kGlm, FinalizeMode::kDeterministic, 1)->block_m;
+  for (int64_t b = 1; b <= 2048; b <<= 1) EXPECT_EQ(back.lookup(kGlm, FinalizeMode::kDeterministic, b)->block_m, bm);
+  // No temporary files are left behind.
+  const std::string dir = path.substr(0, path.rfind('/'));
+  EXPECT_EQ(std::system(("test $(ls " + dir + " | wc -l) -eq 1").c_str()), 0);
+}
+
+TEST(Tuning, DefaultLocationFollowsTheEnvironment) {
+  setenv("FP4MOE_CACHE_DIR", "/x/y", 1);
+  EXPECT_EQ(default_tuning_cache_path(), "/x/y/tuning.json");
+  unsetenv("FP4MOE_CACHE_DIR");
+  setenv("XDG_CACHE_HOME", "/xdg", 1);
+  EXPECT_EQ(default_tuning_cache_path(), "/xdg/fp4moe/tuning.json");
+  unsetenv("XDG_CACHE_HOME");
+  setenv("HOME", "/home/u", 1);
+  EXPECT_EQ(default_tuning_cache_path(), "/home/u/.cache/fp4moe/tuning.json");
+}
+
+TEST(Tuning, CandidatesAreThePlannerAcceptedShippedConfigs) {
+  const ArchInfo* a = nullptr;
+  std::vector<int> ok;
+  std::vector<std::string> rejected;
+  ASSERT_TRUE(find_arch("sm_90", &a).is_ok());
+  ASSERT_TRUE(tuning_candidates(kGlm, *a, &ok, &rejected).is_ok());
+  EXPECT_EQ(ok, shipped_block_ms());
+  EXPECT_TRUE(rejected.empty());
+  // gpt-oss-120b's 2880 is not a multiple of the 256-wide K tiles: the tiles that need it are rejected, with why.
+  ASSERT_TRUE(tuning_candidates(MoeShape{128, 2880, 2880, 4}, *a, &ok, &rejected).is_ok());
+  EXPECT_TRUE(ok.empty());
+  ASSERT_EQ(rejected.size(), shipped_block_ms().size());
+  EXPECT_NE(rejected[0].find("does not divide"), std::string::npos) << rejected[0];
+  // An arch with no kernels built: nothing to time.
+  ASSERT_TRUE(find_arch("sm_80", &a).is_ok());
+  ASSERT_TRUE(tuning_candidates(kGlm, *a, &ok, &rejected).is_ok());
+  EXPECT_TRUE(ok.empty());
+  EXPECT_NE(rejected[0].find("not built for sm_80"), std::string::npos) << rejected[0];
+}
+
+}  // namespace
+}  // namespace fp4moe
