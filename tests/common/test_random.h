@@ -15,12 +15,12 @@ inline uint64_t fresh_seed() {
   return (static_cast<uint64_t>(rd()) << 32) ^ rd();
 }
 
-// bf16 values: normal(0, 1) scaled per row by 2^U(-8, 8) so blocks span many scale exponents,
-// with a sprinkling of exact zeros and large outliers. Never all zeros.
-inline std::vector<uint16_t> random_bf16_matrix(int64_t rows, int64_t k, uint64_t seed) {
+// bf16 values: normal(0, 1) scaled per row by 2^U(-row_exp, row_exp) (default 8: blocks span many scale
+// exponents, some beyond E4M3's range), with a sprinkling of exact zeros and 50x outliers. Never all zeros.
+inline std::vector<uint16_t> random_bf16_matrix(int64_t rows, int64_t k, uint64_t seed, int row_exp = 8) {
   std::mt19937_64 rng(seed);
   std::normal_distribution<float> nd(0.0f, 1.0f);
-  std::uniform_int_distribution<int> expo(-8, 8), pick(0, 99);
+  std::uniform_int_distribution<int> expo(-row_exp, row_exp), pick(0, 99);
   std::vector<uint16_t> v(static_cast<size_t>(rows * k));
   for (int64_t r = 0; r < rows; ++r) {
     const float row_scale = std::ldexp(1.0f, expo(rng));
