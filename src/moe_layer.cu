@@ -68,17 +68,17 @@ struct MoeLayer::Impl {
   int arch = 0, sms = 0, device = -1;
   struct Sel {
     const detail::MoeKernelSet* set;
-    int blocks_gate_up, blocks_down;  // persistent grid sizes
+    int blocks;  // persistent grid: resident blocks per SM x SMs
   };
   std::vector<Sel> sels;  // one per block_m, for this device's architecture
   std::map<int64_t, int> tuned;  // tokens bucket -> block_m, from a tuning cache
-  void* w13 = nullptr;    // one allocation: weights, scales, alpha for w13 then w2
+  void* storage = nullptr;  // one allocation: weights, scales, alpha for w13 then w2
   size_t w13_bytes = 0, s13_bytes = 0, w2_bytes = 0, s2_bytes = 0, total_bytes = 0;
   uint8_t *pw13 = nullptr, *ps13 = nullptr, *pw2 = nullptr, *ps2 = nullptr;
   float *alpha13 = nullptr, *alpha2 = nullptr;
 
   ~Impl() {
-    if (w13) cudaFree(w13);
+    if (storage) cudaFree(storage);
   }
   const Sel* pick(int block_m) const {
     for (const auto& s : sels)
@@ -134,7 +134,7 @@ Status MoeLayer::init(const MoeShape& shape, const MoeLayerOptions& options, con
   impl->sms = prop.multiProcessorCount;
   for (const auto& set : detail::moe_kernel_sets()) {
     if (set.arch != impl->arch) continue;
-    Impl::Sel sel{&set, 0, 0};
+    Impl::Sel sel{&set, 0};
     for (auto fn : {set.gate_up, set.down_store, set.down_atomic})
       FP4MOE_CUDA_TRY(cudaFuncSetAttribute(reinterpret_cast<const void*>(fn),
                                            cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(set.smem_bytes)));
@@ -144,7 +144,7 @@ Status MoeLayer::init(const MoeShape& shape, const MoeLayerOptions& options, con
     if (occ < 1)
       return Status(StatusCode::kResourceExhausted,
                     "kernel config block_m=" + std::to_string(set.block_m) + " cannot be resident on this GPU");
-    sel.blocks_gate_up = sel.blocks_down = occ * impl->sms;
+    sel.blocks = occ * impl->sms;
     impl->sels.push_back(sel);
   }
   if (impl->sels.empty())
@@ -161,8 +161,8 @@ Status MoeLayer::init(const MoeShape& shape, const MoeLayerOptions& options, con
   impl->s2_bytes = static_cast<size_t>(E * H * I / 16);
   const size_t alpha_bytes = static_cast<size_t>(align_up(E * 4));
   impl->total_bytes = impl->w13_bytes + impl->s13_bytes + impl->w2_bytes + impl->s2_bytes + 2 * alpha_bytes + kAlign;
-  FP4MOE_CUDA_TRY(cudaMalloc(&impl->w13, impl->total_bytes));
-  uint8_t* base = static_cast<uint8_t*>(impl->w13);
+  FP4MOE_CUDA_TRY(cudaMalloc(&impl->storage, impl->total_bytes));
+  uint8_t* base = static_cast<uint8_t*>(impl->storage);
   impl->pw13 = base;
   impl->ps13 = impl->pw13 + impl->w13_bytes;
   impl->pw2 = impl->ps13 + impl->s13_bytes;
@@ -253,7 +253,7 @@ std::string MoeLayer::describe(int64_t num_tokens) const {
   return "MoeLayer " + shape_str(impl_->shape) + " sm_" + std::to_string(impl_->arch) + ": T=" +
          std::to_string(num_tokens) + " -> block " + std::to_string(k->block_m) + "x" + std::to_string(k->block_n) +
          "x" + std::to_string(k->block_k) + ", " + std::to_string(k->stages) + " stages, " +
-         std::to_string(k->smem_bytes) + " B smem, " + std::to_string(s->blocks_gate_up) + " persistent blocks, " +
+         std::to_string(k->smem_bytes) + " B smem, " + std::to_string(s->blocks) + " persistent blocks, " +
          (impl_->options.finalize == FinalizeMode::kDeterministic ? "deterministic" : "atomic") + " finalize";
 }
 
@@ -356,7 +356,7 @@ Status MoeLayer::run(const MoeForwardArgs& a, void* workspace, size_t workspace_
     p.x = static_cast<const __nv_bfloat16*>(a.hidden);
     p.gather_tokens = true;
     p.act_out = reinterpret_cast<__nv_bfloat16*>(ws + L.act);
-    ks.gate_up<<<sel->blocks_gate_up, ks.threads, ks.smem_bytes, stream>>>(p);
+    ks.gate_up<<<sel->blocks, ks.threads, ks.smem_bytes, stream>>>(p);
     FP4MOE_CHECK_LAUNCH("moe_gemm_kernel<gate_up>");
   }
   if (phases & kPhaseDown) {
@@ -372,7 +372,7 @@ Status MoeLayer::run(const MoeForwardArgs& a, void* workspace, size_t workspace_
     p.x = reinterpret_cast<const __nv_bfloat16*>(ws + L.act);
     p.gather_tokens = false;
     p.partial_out = partial;
-    (det ? ks.down_store : ks.down_atomic)<<<sel->blocks_down, ks.threads, ks.smem_bytes, stream>>>(p);
+    (det ? ks.down_store : ks.down_atomic)<<<sel->blocks, ks.threads, ks.smem_bytes, stream>>>(p);
     FP4MOE_CHECK_LAUNCH("moe_gemm_kernel<down>");
     auto* out = static_cast<__nv_bfloat16*>(a.output);
     if (det) {
