@@ -9,10 +9,12 @@
 namespace fp4moe::reference {
 
 double decode_row(const ExpertWeightsView& w, int64_t e, int64_t row, float* out) {
+  std::vector<uint8_t> packed(static_cast<size_t>(w.k / 2)), scales(static_cast<size_t>(w.k / 16));
+  w.row_bytes(e, row, packed.data(), scales.data());
   for (int64_t b = 0; b < w.k / 16; ++b) {
-    const float sf = e4m3_to_float(w.scale(e, row, b));
+    const float sf = e4m3_to_float(scales[static_cast<size_t>(b)]);
     for (int64_t j = 0; j < 8; ++j) {
-      const uint8_t byte = w.packed(e, row, b * 8 + j);
+      const uint8_t byte = packed[static_cast<size_t>(b * 8 + j)];
       out[b * 16 + 2 * j] = e2m1_to_float(byte & 0xF) * sf;
       out[b * 16 + 2 * j + 1] = e2m1_to_float(byte >> 4) * sf;
     }

@@ -10,11 +10,10 @@
 namespace fp4moe::reference {
 
 // Expert weights in the checkpoint layout, read through callbacks so that huge tensors can be generated
-// on demand: packed(e, row, byte) and scale(e, row, k16 block) return the bytes, global(e) the scale.
+// on demand: row_bytes(e, row, packed, scales) fills one row's k/2 packed bytes and k/16 UE4M3 scales.
 struct ExpertWeightsView {
   int64_t num_experts = 0, rows = 0, k = 0;
-  std::function<uint8_t(int64_t e, int64_t row, int64_t byte)> packed;
-  std::function<uint8_t(int64_t e, int64_t row, int64_t block)> scale;
+  std::function<void(int64_t e, int64_t row, uint8_t* packed, uint8_t* scales)> row_bytes;
   std::function<double(int64_t e)> global_scale;  // x = e2m1 * scale / global_scale
 };
 

@@ -56,8 +56,11 @@ struct ExpertWeights {
     v.num_experts = E, v.rows = N, v.k = K;
     const int64_t n = N, k = K;
     const uint64_t s = seed;
-    v.packed = [=](int64_t e, int64_t row, int64_t b) { return random_packed_byte(s, static_cast<uint64_t>((e * n + row) * (k / 2) + b)); };
-    v.scale = [=](int64_t e, int64_t row, int64_t b) { return random_block_scale(s + 1, static_cast<uint64_t>((e * n + row) * (k / 16) + b)); };
+    v.row_bytes = [=](int64_t e, int64_t row, uint8_t* packed, uint8_t* scales) {
+      const uint64_t p0 = static_cast<uint64_t>((e * n + row) * (k / 2)), s0 = static_cast<uint64_t>((e * n + row) * (k / 16));
+      for (int64_t b = 0; b < k / 2; ++b) packed[b] = random_packed_byte(s, p0 + static_cast<uint64_t>(b));
+      for (int64_t b = 0; b < k / 16; ++b) scales[b] = random_block_scale(s + 1, s0 + static_cast<uint64_t>(b));
+    };
     const std::vector<float> g = host_global;
     const bool dq = dequant_kind;
     v.global_scale = [g, dq](int64_t e) { return dq ? 1.0 / static_cast<double>(g[static_cast<size_t>(e)]) : g[static_cast<size_t>(e)]; };
