@@ -46,6 +46,8 @@ __device__ __forceinline__ void moe_gemm_body(const MoeGemmParams& p) {
   extern __shared__ __align__(128) uint8_t smem[];
 
   // Defensive: a launch with less dynamic shared memory than the planner's layout would corrupt memory.
+  // %dynamic_smem_size is the launch's dynamic shared memory (PTX ISA "Special Registers: %dynamic_smem_size",
+  // https://docs.nvidia.com/cuda/parallel-thread-execution/#special-registers-dynamic-smem-size).
   uint32_t dyn_smem;
   asm("mov.u32 %0, %%dynamic_smem_size;" : "=r"(dyn_smem));
   if (dyn_smem < static_cast<uint32_t>(L.total)) __trap();
