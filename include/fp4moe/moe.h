@@ -60,7 +60,9 @@ struct MoeForwardArgs {
   int block_m = 0;                     // 0: the layer's choice for T (tuned or heuristic); else a kernel_block_ms() value
 };
 
-// Which parts of forward() to enqueue (benchmarks time them one by one; the layer always runs all).
+// Which parts of forward() to enqueue (benchmarks time them one by one; the default runs all). Running
+// gate_up or down alone reuses the routing tables and activations an earlier call with the same arguments
+// left in the same workspace.
 enum MoePhase : unsigned { kPhaseRouting = 1, kPhaseGateUp = 2, kPhaseDown = 4, kPhaseAll = 7 };
 
 // Where a run's intermediate results sit inside its workspace (device pointers), for tests and debugging.
