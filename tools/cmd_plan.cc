@@ -230,7 +230,8 @@ void add_plan(CLI::App& app, int* rc) {
   sub->add_option("--model", o->model, "preset: glm5, deepseek-v3, kimi-k2, glm4.5, qwen3-235b, qwen3-30b, gpt-oss-120b, mixtral")
       ->capture_default_str();
   sub->add_option("--tile", o->tile, "a custom fp4moe tile MxNxK instead of the shipped ones");
-  sub->add_option("--stages", o->stages, "force a stage count (default: as many as the arch's budget allows)");
+  sub->add_option("--stages", o->stages, "force a stage count (default: as many as the arch's budget allows)")
+      ->check(CLI::Range(1, 32));
   sub->add_option("--epilogue", o->epilogue, "CUTLASS tactics to show: none, finalize or all")
       ->check(CLI::IsMember({"none", "finalize", "all"}))
       ->capture_default_str();
