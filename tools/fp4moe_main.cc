@@ -12,6 +12,7 @@ int main(int argc, char** argv) {
   app.failure_message([](const CLI::App*, const CLI::Error& e) { return "error: " + std::string(e.what()) + " (see --help)\n"; });
   int rc = 0;
   fp4moe::cli::add_plan(app, &rc);
+  fp4moe::cli::add_report(app, &rc);
   fp4moe::cli::add_quantize_check(app, &rc);
   try {
     app.parse(argc, argv);

@@ -36,6 +36,8 @@ bad quantize-check --k 15
 bad quantize-check --rows -4
 bad quantize-check --row-exp 99
 bad nosuchcommand
+bad report --model llama
+bad report --out /nonexistent-dir/report.json
 good plan
 good plan --arch sm_120 --cutlass --json
 good plan --gpu "RTX PRO 6000" --tile 16x128x256 --stages 3
@@ -43,4 +45,5 @@ good plan --model kimi-k2 --cutlass=4.2.1 --epilogue finalize
 good plan --floors --model qwen3-30b --tokens 64
 good quantize-check --rows 16 --k 64
 good --version
+good report --out "${TMPDIR:-/tmp}/fp4moe-cli-test-report.json"
 exit $fail
