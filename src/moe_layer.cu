@@ -7,6 +7,7 @@
 #include "fp4moe/moe.h"
 #include "fp4moe/scale_layout.h"
 #include "fp4moe/tuning.h"
+#include "fp4moe/version.h"
 #include "fp4moe/moe_gemm_config.h"
 #include "kernels/moe_finalize.cuh"
 #include "kernels/moe_prepack.cuh"
@@ -72,6 +73,7 @@ struct MoeLayer::Impl {
   };
   std::vector<Sel> sels;  // one per block_m, for this device's architecture
   std::map<int64_t, int> tuned;  // tokens bucket -> block_m, from a tuning cache
+  std::string tuning_source = "built-in heuristic";
   void* storage = nullptr;  // one allocation: weights, scales, alpha for w13 then w2
   size_t w13_bytes = 0, s13_bytes = 0, w2_bytes = 0, s2_bytes = 0, total_bytes = 0;
   uint8_t *pw13 = nullptr, *ps13 = nullptr, *pw2 = nullptr, *ps2 = nullptr;
@@ -207,9 +209,28 @@ Status MoeLayer::init(const MoeShape& shape, const MoeLayerOptions& options, con
     return invalid_argument("a block scale is negative or NaN (UE4M3 scales must be finite and >= 0)");
   if (h_flags & kernels::kErrBadGlobalScale)
     return invalid_argument("a per-expert global scale is not finite and > 0");
+  // The tuning cache for this GPU, if there is one (a missing, corrupt or foreign cache keeps the heuristic).
+  if (options.tuning_cache != "none") {
+    int driver = 0, runtime = 0;
+    FP4MOE_CUDA_TRY(cudaDriverGetVersion(&driver));
+    FP4MOE_CUDA_TRY(cudaRuntimeGetVersion(&runtime));
+    const TuningEnvironment env{prop.name, prop.multiProcessorCount, driver, runtime, FP4MOE_VERSION_STRING};
+    const std::string path = options.tuning_cache.empty() ? default_tuning_cache_path() : options.tuning_cache;
+    TuningCache cache;
+    std::string note;
+    FP4MOE_RETURN_IF_ERROR(TuningCache::load(path, env, &cache, &note));
+    for (const auto& [bucket, bm] : cache.choices_for(shape, options.finalize))
+      if (impl->pick(bm) != nullptr) impl->tuned[bucket] = bm;
+    if (!impl->tuned.empty())
+      impl->tuning_source = "tuning cache " + path + " (" + std::to_string(impl->tuned.size()) + " token buckets)";
+    else if (!note.empty())
+      impl->tuning_source = "built-in heuristic (" + note + ")";
+  }
   impl_ = std::move(impl);
   return Status::ok();
 }
+
+std::string MoeLayer::tuning_source() const { return impl_ ? impl_->tuning_source : "not initialised"; }
 
 const MoeShape& MoeLayer::shape() const {
   static const MoeShape empty{};
@@ -222,6 +243,8 @@ size_t MoeLayer::use_tuning(const TuningCache& cache) {
   impl_->tuned.clear();
   for (const auto& [bucket, bm] : cache.choices_for(impl_->shape, impl_->options.finalize))
     if (impl_->pick(bm) != nullptr) impl_->tuned[bucket] = bm;
+  impl_->tuning_source = impl_->tuned.empty() ? "built-in heuristic" : "tuning cache given to use_tuning (" +
+                                                                        std::to_string(impl_->tuned.size()) + " token buckets)";
   return impl_->tuned.size();
 }
 

@@ -9,5 +9,6 @@ namespace fp4moe::cli {
 void add_quantize_check(CLI::App& app, int* rc);
 void add_plan(CLI::App& app, int* rc);
 void add_report(CLI::App& app, int* rc);
+void add_bench_and_tune(CLI::App& app, int* rc);
 
 }  // namespace fp4moe::cli

@@ -13,6 +13,7 @@ int main(int argc, char** argv) {
   int rc = 0;
   fp4moe::cli::add_plan(app, &rc);
   fp4moe::cli::add_report(app, &rc);
+  fp4moe::cli::add_bench_and_tune(app, &rc);
   fp4moe::cli::add_quantize_check(app, &rc);
   try {
     app.parse(argc, argv);

@@ -48,7 +48,9 @@ struct MoeLayerOptions {
   GateUpOrder gate_up_order = GateUpOrder::kGateFirst;
   GlobalScaleKind global_scale_kind = GlobalScaleKind::kQuantize;
   FinalizeMode finalize = FinalizeMode::kDeterministic;
-  int block_m = 0;  // 0: chosen per call from tokens per expert; else one of kernel_block_ms()
+  int block_m = 0;  // 0: chosen per call (tuning cache, else heuristic); else one of kernel_block_ms()
+  // Tuning cache read at init: "" = the default location (tuning.h), "none" = do not read one.
+  std::string tuning_cache = "";
 };
 
 struct MoeForwardArgs {
@@ -105,6 +107,8 @@ class MoeLayer {
   // Adopts the tuned choices recorded for this layer's shape and finalize mode (an empty cache, or one
   // for another GPU, leaves the heuristic in charge). Returns how many token buckets were adopted.
   size_t use_tuning(const TuningCache& cache);
+  // Where run()'s block_m choices come from, in words (tuning cache and how many buckets, or the heuristic and why).
+  std::string tuning_source() const;
 
   // Block size along M that run() uses for `num_tokens`, and a one-line description of the configs.
   int block_m_for(int64_t num_tokens) const;

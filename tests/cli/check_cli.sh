@@ -37,6 +37,12 @@ bad quantize-check --rows -4
 bad quantize-check --row-exp 99
 bad nosuchcommand
 bad report --model llama
+bad bench --routing foo
+bad tune --max-tokens 0
+if ! nvidia-smi -L >/dev/null 2>&1; then  # without a GPU the timing commands refuse in one line
+  bad bench
+  bad tune
+fi
 bad report --out /nonexistent-dir/report.json
 good plan
 good plan --arch sm_120 --cutlass --json

@@ -1,0 +1,199 @@
+// `fp4moe bench` (the MoE layer benchmark with JSON/CSV/roofline output) and `fp4moe tune` (fills the
+// tuning cache with the fastest planner-accepted config per tokens bucket). Both need a GPU.
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "fp4moe/planner.h"
+#include "fp4moe/tuning.h"
+#include "fp4moe/version.h"
+#include "tools/commands.h"
+#include "tools/live_device.h"
+#if FP4MOE_HAVE_CUDA
+#include "tools/moe_bench.h"
+#endif
+
+namespace fp4moe::cli {
+namespace {
+
+struct BenchOpts {
+  std::string model = "glm5", routing = "uniform", json, csv, plot;
+  std::vector<int64_t> tokens = {1, 8, 64, 256, 512, 1024, 2048, 4096};
+  double zipf_s = 1.2;
+  int block_m = 0, iters = 20;
+};
+
+struct TuneOpts {
+  std::string model = "glm5", cache;
+  int64_t max_tokens = 4096;
+  double budget_s = 60;
+};
+
+// Resolves the model and checks for a GPU; prints the one-line error itself.
+bool prepare(const std::string& model, const ModelPreset** m) {
+  if (const Status s = find_model(model, m); !s.is_ok()) {
+    std::fprintf(stderr, "error: %s\n", s.message().c_str());
+    return false;
+  }
+#if !FP4MOE_HAVE_CUDA
+  std::fprintf(stderr, "error: this fp4moe was built without CUDA (FP4MOE_CUDA=OFF): nothing to time\n");
+  return false;
+#else
+  if (!query_live_device().present) {
+    std::fprintf(stderr, "error: no CUDA device: timing needs a GPU (fp4moe plan and fp4moe report work without one)\n");
+    return false;
+  }
+  return true;
+#endif
+}
+
+bool write_file(const std::string& path, const std::string& text) {
+  std::ofstream f(path);
+  if (!f || !(f << text)) {
+    std::fprintf(stderr, "error: cannot write %s\n", path.c_str());
+    return false;
+  }
+  return true;
+}
+
+int run_bench(const BenchOpts& o) {
+  const ModelPreset* m = nullptr;
+  if (!prepare(o.model, &m)) return 2;
+#if FP4MOE_HAVE_CUDA
+  bench::MoeBenchOptions b;
+  b.shape = m->shape;
+  b.moe_layers = m->moe_layers;
+  b.tokens = o.tokens;
+  b.routing = o.routing;
+  b.zipf_s = o.zipf_s;
+  b.min_iters = o.iters;
+  if (o.block_m) b.block_ms = {o.block_m};
+  bench::MoeBenchDevice dev;
+  std::vector<bench::MoeBenchRow> rows;
+  if (const Status s = bench::run_moe_bench(b, &dev, &rows); !s.is_ok()) {
+    std::fprintf(stderr, "error: %s\n", s.to_string().c_str());
+    return 1;
+  }
+  bench::print_moe_bench(b, dev, rows, stdout);
+  if (!o.json.empty() && !write_file(o.json, bench::moe_bench_json(b, dev, rows))) return 1;
+  if (!o.csv.empty() && !write_file(o.csv, bench::moe_bench_csv(rows))) return 1;
+  if (!o.plot.empty()) {
+    // tools/roofline.py reads the text table: write it beside the plot and call Debian's python3.
+    const std::string log = o.plot + ".log";
+    FILE* f = std::fopen(log.c_str(), "w");
+    if (!f) {
+      std::fprintf(stderr, "error: cannot write %s\n", log.c_str());
+      return 1;
+    }
+    bench::print_moe_bench(b, dev, rows, f);
+    std::fclose(f);
+    const std::string cmd = "/usr/bin/python3 " FP4MOE_SOURCE_DIR "/tools/roofline.py '" + log + "' '" + o.plot + "'";
+    if (std::system(cmd.c_str()) != 0) {
+      std::fprintf(stderr, "error: the roofline plot failed (%s)\n", cmd.c_str());
+      return 1;
+    }
+  }
+  return 0;
+#else
+  return 2;
+#endif
+}
+
+int run_tune(const TuneOpts& o) {
+  const ModelPreset* m = nullptr;
+  if (!prepare(o.model, &m)) return 2;
+#if FP4MOE_HAVE_CUDA
+  const LiveDevice live = query_live_device();
+  const ArchInfo* arch = nullptr;
+  if (const Status s = find_arch(std::to_string(live.cc), &arch); !s.is_ok()) {
+    std::fprintf(stderr, "error: %s\n", s.message().c_str());
+    return 2;
+  }
+  std::vector<int> ok;
+  std::vector<std::string> rejected;
+  if (const Status s = tuning_candidates(m->shape, *arch, &ok, &rejected); !s.is_ok()) {
+    std::fprintf(stderr, "error: %s\n", s.message().c_str());
+    return 2;
+  }
+  for (const auto& r : rejected) std::printf("not tried: %s\n", r.c_str());
+  if (ok.empty()) {
+    std::fprintf(stderr, "error: no kernel config the planner accepts for %s on %s\n", m->name, arch->name);
+    return 2;
+  }
+  bench::MoeBenchOptions b;
+  b.shape = m->shape;
+  b.moe_layers = m->moe_layers;
+  b.tokens.clear();
+  for (int64_t t = 1; t <= o.max_tokens; t *= 2) b.tokens.push_back(t);
+  b.block_ms = ok;
+  b.baselines = false;
+  b.phases = false;
+  b.min_iters = 10;
+  const auto t0 = std::chrono::steady_clock::now();
+  bench::MoeBenchDevice dev;
+  std::vector<bench::MoeBenchRow> rows;
+  if (const Status s = bench::run_moe_bench(b, &dev, &rows); !s.is_ok()) {
+    std::fprintf(stderr, "error: %s\n", s.to_string().c_str());
+    return 1;
+  }
+  const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  TuningEnvironment env{dev.info.name, dev.info.sms, dev.info.driver, dev.info.runtime, FP4MOE_VERSION_STRING};
+  const std::string path = o.cache.empty() ? default_tuning_cache_path() : o.cache;
+  TuningCache cache;
+  std::string note;
+  if (const Status s = TuningCache::load(path, env, &cache, &note); !s.is_ok()) {
+    std::fprintf(stderr, "error: %s\n", s.message().c_str());
+    return 1;
+  }
+  if (!note.empty()) std::printf("%s\n", note.c_str());
+  std::printf("\n%s on %s: %zu tokens buckets, %.1f s\n%8s %14s %12s %14s %12s %8s\n", m->name, dev.info.name.c_str(),
+              rows.size(), secs, "tokens", "heuristic bm", "us", "tuned bm", "us", "gain");
+  for (const auto& r : rows) {
+    const auto h = r.layer_us_by_bm.find(r.heuristic_bm);
+    const double hus = h == r.layer_us_by_bm.end() ? 0 : h->second;
+    cache.record(m->shape, FinalizeMode::kDeterministic, r.T, TunedChoice{r.block_m, r.layer_us});
+    std::printf("%8lld %14d %12.1f %14d %12.1f %7.2fx\n", static_cast<long long>(r.T), r.heuristic_bm, hus, r.block_m,
+                r.layer_us, hus > 0 ? hus / r.layer_us : 0.0);
+  }
+  if (secs > o.budget_s) std::printf("warning: tuning took %.1f s, over the %.0f s budget\n", secs, o.budget_s);
+  if (const Status s = cache.save(path); !s.is_ok()) {
+    std::fprintf(stderr, "error: %s\n", s.message().c_str());
+    return 1;
+  }
+  std::printf("wrote %s (%zu entries)\n", path.c_str(), cache.size());
+  return 0;
+#else
+  return 2;
+#endif
+}
+
+}  // namespace
+
+void add_bench_and_tune(CLI::App& app, int* rc) {
+  auto b = std::make_shared<BenchOpts>();
+  CLI::App* bench = app.add_subcommand("bench", "Benchmark the MoE layer against the bandwidth floor and cuBLAS bf16 (GPU)");
+  bench->add_option("--model", b->model, "model preset")->capture_default_str();
+  bench->add_option("--tokens", b->tokens, "tokens per step, e.g. --tokens 1 8 64")->check(CLI::Range(int64_t{1}, int64_t{1} << 20));
+  bench->add_option("--routing", b->routing, "uniform or zipf")->check(CLI::IsMember({"uniform", "zipf"}))->capture_default_str();
+  bench->add_option("--zipf-s", b->zipf_s, "Zipf exponent")->check(CLI::Range(0.0, 10.0))->capture_default_str();
+  bench->add_option("--block-m", b->block_m, "time only this block_m (default: every built-in one)")->check(CLI::IsMember({8, 16, 32, 64}));
+  bench->add_option("--iters", b->iters, "timed runs per measurement (median)")->check(CLI::Range(5, 1000))->capture_default_str();
+  bench->add_option("--json", b->json, "write the results as JSON");
+  bench->add_option("--csv", b->csv, "write the results as CSV");
+  bench->add_option("--plot", b->plot, "draw the roofline to this PNG (Debian python3-matplotlib)");
+  bench->callback([b, rc]() { *rc = run_bench(*b); });
+
+  auto t = std::make_shared<TuneOpts>();
+  CLI::App* tune = app.add_subcommand("tune", "Time every planner-accepted config per tokens bucket; fill the tuning cache (GPU)");
+  tune->add_option("--model", t->model, "model preset")->capture_default_str();
+  tune->add_option("--max-tokens", t->max_tokens, "largest tokens bucket (powers of two from 1)")
+      ->check(CLI::Range(int64_t{1}, int64_t{1} << 16))->capture_default_str();
+  tune->add_option("--cache", t->cache, "cache file (default: $FP4MOE_CACHE_DIR, $XDG_CACHE_HOME/fp4moe or ~/.cache/fp4moe)");
+  tune->add_option("--budget-s", t->budget_s, "warn when tuning takes longer")->capture_default_str();
+  tune->callback([t, rc]() { *rc = run_tune(*t); });
+}
+
+}  // namespace fp4moe::cli

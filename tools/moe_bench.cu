@@ -1,0 +1,327 @@
+// The MoE layer benchmark harness (see moe_bench.h).
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <memory>
+#include <random>
+#include <set>
+#include <sstream>
+
+#include <nlohmann/json.hpp>
+
+#include "src/cuda_util.h"
+#include "tests/common/random_fill.cuh"
+#include "tools/cublas_loader.h"
+#include "tools/moe_bench.h"
+
+namespace fp4moe::bench {
+namespace {
+
+// A device allocation freed on scope exit.
+struct DevBuf {
+  void* p = nullptr;
+  ~DevBuf() { if (p) cudaFree(p); }
+  Status alloc(size_t bytes) {
+    FP4MOE_CUDA_TRY(cudaMalloc(&p, bytes ? bytes : 16));
+    return Status::ok();
+  }
+};
+
+Status fill(void* p, int64_t n, uint64_t seed, bool scales) {
+  testing::fill_random_bytes_kernel<><<<static_cast<unsigned>((n + 255) / 256), 256>>>(static_cast<uint8_t*>(p), n, seed, scales);
+  FP4MOE_CUDA_TRY(cudaGetLastError());
+  return Status::ok();
+}
+
+// k distinct experts per token: uniform, or Zipf-distributed popularity over a random ranking of experts.
+std::vector<int32_t> make_routing(const MoeBenchOptions& o, int64_t T, std::mt19937_64& rng) {
+  const int64_t E = o.shape.num_experts, K = o.shape.top_k;
+  std::vector<double> cdf;
+  std::vector<int32_t> rank(static_cast<size_t>(E));
+  for (int32_t e = 0; e < E; ++e) rank[static_cast<size_t>(e)] = e;
+  if (o.routing == "zipf") {
+    std::shuffle(rank.begin(), rank.end(), rng);
+    double sum = 0;
+    for (int64_t r = 0; r < E; ++r) cdf.push_back(sum += 1.0 / std::pow(static_cast<double>(r + 1), o.zipf_s));
+    for (double& c : cdf) c /= sum;
+  }
+  std::uniform_real_distribution<double> u(0.0, 1.0);
+  std::vector<int32_t> ids(static_cast<size_t>(T * K));
+  for (int64_t t = 0; t < T; ++t) {
+    std::set<int32_t> chosen;
+    while (static_cast<int64_t>(chosen.size()) < K) {
+      if (cdf.empty()) {
+        chosen.insert(static_cast<int32_t>(rng() % static_cast<uint64_t>(E)));
+      } else {
+        const auto it = std::lower_bound(cdf.begin(), cdf.end(), u(rng));
+        chosen.insert(rank[static_cast<size_t>(std::min<int64_t>(it - cdf.begin(), E - 1))]);
+      }
+    }
+    int j = 0;
+    for (int32_t e : chosen) ids[static_cast<size_t>(t * K + j++)] = e;
+  }
+  return ids;
+}
+
+}  // namespace
+
+Status run_moe_bench(const MoeBenchOptions& o, MoeBenchDevice* dev, std::vector<MoeBenchRow>* rows) {
+  if (o.routing != "uniform" && o.routing != "zipf") return invalid_argument("routing must be uniform or zipf");
+  FP4MOE_RETURN_IF_ERROR(MoeLayer::can_implement(o.shape, MoeLayerOptions{}));
+  const int64_t E = o.shape.num_experts, H = o.shape.hidden, I = o.shape.intermediate, K = o.shape.top_k;
+  dev->info = device_info();
+  Cublas cublas;
+  if (o.baselines) {
+    dev->read_gbs = read_bandwidth_gbs(size_t{4} << 30);
+    dev->copy_gbs = copy_bandwidth_gbs(size_t{2} << 30);
+    dev->have_cublas = cublas.load();
+    dev->cublas_error = cublas.error;
+    if (dev->have_cublas) {
+      const int m = 8192;
+      DevBuf b, c;
+      FP4MOE_RETURN_IF_ERROR(b.alloc(size_t(m) * m * 2));
+      FP4MOE_RETURN_IF_ERROR(c.alloc(size_t(m) * m * 2));
+      FP4MOE_CUDA_TRY(cudaMemset(b.p, 0x3C, size_t(m) * m * 2));  // 0x3C3C = 0.0115: finite, not zero
+      const float one = 1, zero = 0;
+      const Timing t = time_events(
+          [&](int) {
+            cublas.gemm_ex(cublas.handle, CUBLAS_OP_N, CUBLAS_OP_N, m, m, m, &one, b.p, CUDA_R_16BF, m, b.p,
+                           CUDA_R_16BF, m, &zero, c.p, CUDA_R_16BF, m, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
+          },
+          3, 10);
+      dev->cublas_tflops = 2.0 * m * m * double(m) / (t.median_us * 1e-6) / 1e12;
+    }
+  }
+
+  // Weights: random NVFP4 codes and scales in the checkpoint layout, prepacked by the layer.
+  MoeLayer layer;
+  {
+    DevBuf w13p, w13s, w2p, w2s, g13, g2;
+    FP4MOE_RETURN_IF_ERROR(w13p.alloc(E * 2 * I * H / 2));
+    FP4MOE_RETURN_IF_ERROR(w13s.alloc(E * 2 * I * H / 16));
+    FP4MOE_RETURN_IF_ERROR(w2p.alloc(E * H * I / 2));
+    FP4MOE_RETURN_IF_ERROR(w2s.alloc(E * H * I / 16));
+    FP4MOE_RETURN_IF_ERROR(g13.alloc(E * 4));
+    FP4MOE_RETURN_IF_ERROR(g2.alloc(E * 4));
+    FP4MOE_RETURN_IF_ERROR(fill(w13p.p, E * 2 * I * H / 2, 1, false));
+    FP4MOE_RETURN_IF_ERROR(fill(w13s.p, E * 2 * I * H / 16, 2, true));
+    FP4MOE_RETURN_IF_ERROR(fill(w2p.p, E * H * I / 2, 3, false));
+    FP4MOE_RETURN_IF_ERROR(fill(w2s.p, E * H * I / 16, 4, true));
+    const std::vector<float> gs(static_cast<size_t>(E), 1000.0f);
+    FP4MOE_CUDA_TRY(cudaMemcpy(g13.p, gs.data(), E * 4, cudaMemcpyHostToDevice));
+    FP4MOE_CUDA_TRY(cudaMemcpy(g2.p, gs.data(), E * 4, cudaMemcpyHostToDevice));
+    FP4MOE_RETURN_IF_ERROR(layer.init(o.shape, MoeLayerOptions{}, {w13p.p, w13s.p, static_cast<float*>(g13.p)},
+                                      {w2p.p, w2s.p, static_cast<float*>(g2.p)}, nullptr));
+  }
+  // cuBLAS baseline: bf16 weights of every expert.
+  DevBuf cw13, cw2;
+  if (dev->have_cublas) {
+    FP4MOE_RETURN_IF_ERROR(cw13.alloc(size_t(E) * 2 * I * H * 2));
+    FP4MOE_RETURN_IF_ERROR(cw2.alloc(size_t(E) * H * I * 2));
+    FP4MOE_CUDA_TRY(cudaMemset(cw13.p, 0x3C, size_t(E) * 2 * I * H * 2));
+    FP4MOE_CUDA_TRY(cudaMemset(cw2.p, 0x3C, size_t(E) * H * I * 2));
+  }
+  const std::vector<int> block_ms = o.block_ms.empty() ? kernel_block_ms() : o.block_ms;
+  const double bytes_per_expert = (2.0 * I * H + double(H) * I) * 0.5625;
+  const double read_gbs = o.baselines ? dev->read_gbs : 0;
+  rows->clear();
+  for (int64_t T : o.tokens) {
+    if (T < 1) return invalid_argument("token counts must be >= 1");
+    // Routing sets rotated between iterations so the active experts' weights are not L2-resident.
+    const int sets = T <= 64 ? 16 : 4;
+    const size_t ws_bytes = layer.workspace_size(T);
+    std::vector<DevBuf> ws(sets), ids(sets), wts(sets);
+    DevBuf hid, out;
+    FP4MOE_RETURN_IF_ERROR(hid.alloc(T * H * 2));
+    FP4MOE_RETURN_IF_ERROR(out.alloc(T * H * 2));
+    FP4MOE_CUDA_TRY(cudaMemset(hid.p, 0x3C, T * H * 2));
+    std::mt19937_64 rng(static_cast<uint64_t>(T));
+    MoeBenchRow r;
+    r.T = T;
+    for (int s = 0; s < sets; ++s) {
+      const std::vector<int32_t> h_ids = make_routing(o, T, rng);
+      const std::vector<float> h_w(static_cast<size_t>(T * K), 1.0f / K);
+      std::vector<int> cnt(static_cast<size_t>(E), 0);
+      for (int32_t e : h_ids) ++cnt[static_cast<size_t>(e)];
+      for (int c : cnt) {
+        r.active += c > 0;
+        r.max_per_expert = std::max(r.max_per_expert, c);
+      }
+      FP4MOE_RETURN_IF_ERROR(ws[s].alloc(ws_bytes));
+      FP4MOE_RETURN_IF_ERROR(ids[s].alloc(T * K * 4));
+      FP4MOE_RETURN_IF_ERROR(wts[s].alloc(T * K * 4));
+      FP4MOE_CUDA_TRY(cudaMemcpy(ids[s].p, h_ids.data(), T * K * 4, cudaMemcpyHostToDevice));
+      FP4MOE_CUDA_TRY(cudaMemcpy(wts[s].p, h_w.data(), T * K * 4, cudaMemcpyHostToDevice));
+    }
+    r.active /= sets;
+    int bm_override = 0;
+    auto args = [&](int i) {
+      MoeForwardArgs a;
+      a.block_m = bm_override;
+      a.hidden = hid.p;
+      a.num_tokens = T;
+      a.topk_ids = static_cast<int32_t*>(ids[i % sets].p);
+      a.topk_weights = static_cast<float*>(wts[i % sets].p);
+      a.output = out.p;
+      return a;
+    };
+    Status failed;
+    auto phase = [&](unsigned ph) {
+      // Routing for every set first, so a phase timed alone finds its tables in the workspace.
+      for (int s = 0; s < sets; ++s) {
+        const Status st = layer.run(args(s), ws[s].p, ws_bytes, nullptr, kPhaseRouting);
+        if (!st.is_ok()) failed = st;
+      }
+      return time_events(
+          [&](int i) {
+            const Status st = layer.run(args(i), ws[i % sets].p, ws_bytes, nullptr, ph);
+            if (!st.is_ok()) failed = st;
+          },
+          sets, std::max(o.min_iters, 2 * sets));
+    };
+    r.layer_us = 1e30;
+    for (int bm : block_ms) {
+      bm_override = bm;
+      const double us = phase(kPhaseAll).median_us;
+      FP4MOE_RETURN_IF_ERROR(failed);
+      r.layer_us_by_bm[bm] = us;
+      if (us < r.layer_us) {
+        r.layer_us = us;
+        r.block_m = bm;
+      }
+    }
+    bm_override = r.block_m;
+    if (o.phases) {
+      r.route_us = phase(kPhaseRouting).median_us;
+      r.gate_up_us = phase(kPhaseGateUp).median_us;
+      r.down_us = phase(kPhaseDown).median_us;
+      FP4MOE_RETURN_IF_ERROR(failed);
+    }
+    FP4MOE_RETURN_IF_ERROR(layer.check(ws[0].p, nullptr));
+    r.heuristic_bm = layer.block_m_for(T);
+    r.weight_bytes = r.active * bytes_per_expert;
+    r.flop_per_byte = 2.0 * T * K * 3.0 * I * H / r.weight_bytes;
+    r.tflops = 2.0 * T * K * (3.0 * I * H) / (r.layer_us * 1e-6) / 1e12;
+    r.gbs = r.weight_bytes / (r.layer_us * 1e3);
+    if (read_gbs > 0) {
+      r.floor_us = r.weight_bytes / (read_gbs * 1e3);
+      r.pct_bw = 100.0 * r.gbs / read_gbs;
+    }
+    r.tokens_per_s = T / (r.layer_us * 1e-6 * o.moe_layers);
+    if (dev->have_cublas) {
+      // Dense bf16 equivalent: each active expert multiplies its mean token count through w13 and w2.
+      const int na = std::max(1, static_cast<int>(r.active + 0.5));
+      const int m = static_cast<int>((T * K + na - 1) / na);
+      DevBuf cx, cy, ca, cz;
+      FP4MOE_RETURN_IF_ERROR(cx.alloc(size_t(na) * m * H * 2));
+      FP4MOE_RETURN_IF_ERROR(cy.alloc(size_t(na) * m * 2 * I * 2));
+      FP4MOE_RETURN_IF_ERROR(ca.alloc(size_t(na) * m * I * 2));
+      FP4MOE_RETURN_IF_ERROR(cz.alloc(size_t(na) * m * H * 2));
+      FP4MOE_CUDA_TRY(cudaMemset(cx.p, 0x3C, size_t(na) * m * H * 2));
+      FP4MOE_CUDA_TRY(cudaMemset(ca.p, 0x3C, size_t(na) * m * I * 2));
+      const float one = 1, zero = 0;
+      cublasStatus_t bad = CUBLAS_STATUS_SUCCESS;
+      auto check = [&](cublasStatus_t st) { if (st != CUBLAS_STATUS_SUCCESS) bad = st; };
+      // Rotate which experts are used when fewer than all are active (start offset), to leave L2 cold.
+      const Timing tg = time_events(
+          [&](int i) {
+            const int64_t off = (static_cast<int64_t>(i) * na) % (E - na + 1);
+            check(cublas.gemm_strided_batched_ex(cublas.handle, CUBLAS_OP_T, CUBLAS_OP_N, 2 * I, m, H, &one,
+                                                 static_cast<char*>(cw13.p) + off * 2 * I * H * 2, CUDA_R_16BF, H,
+                                                 2 * I * H, cx.p, CUDA_R_16BF, H, int64_t(m) * H, &zero, cy.p,
+                                                 CUDA_R_16BF, 2 * I, int64_t(m) * 2 * I, na, CUBLAS_COMPUTE_32F,
+                                                 CUBLAS_GEMM_DEFAULT));
+          },
+          3, 20);
+      const Timing td = time_events(
+          [&](int i) {
+            const int64_t off = (static_cast<int64_t>(i) * na) % (E - na + 1);
+            check(cublas.gemm_strided_batched_ex(cublas.handle, CUBLAS_OP_T, CUBLAS_OP_N, H, m, I, &one,
+                                                 static_cast<char*>(cw2.p) + off * H * I * 2, CUDA_R_16BF, I, H * I,
+                                                 ca.p, CUDA_R_16BF, I, int64_t(m) * I, &zero, cz.p, CUDA_R_16BF, H,
+                                                 int64_t(m) * H, na, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+          },
+          3, 20);
+      if (bad != CUBLAS_STATUS_SUCCESS)
+        return Status(StatusCode::kInternal, "cuBLAS baseline failed with status " + std::to_string(static_cast<int>(bad)));
+      r.cublas_gate_up_us = tg.median_us;
+      r.cublas_us = tg.median_us + td.median_us;
+    }
+    rows->push_back(r);
+  }
+  return Status::ok();
+}
+
+void print_moe_bench(const MoeBenchOptions& o, const MoeBenchDevice& dev, const std::vector<MoeBenchRow>& rows, FILE* f) {
+  const DeviceInfo& d = dev.info;
+  std::fprintf(f, "device: %s (sm_%d%d), %d SMs, SM clock %d MHz, memory clock %d MHz x %d bit, L2 %.0f MB, "
+                  "smem/block opt-in %zu B, driver %d, runtime %d\n",
+               d.name.c_str(), d.cc_major, d.cc_minor, d.sms, d.sm_clock_mhz, d.mem_clock_mhz, d.bus_width_bits,
+               d.l2_bytes / 1e6, d.smem_optin, d.driver, d.runtime);
+  if (o.baselines)
+    std::fprintf(f, "measured: read %.0f GB/s (streaming read kernel, 4 GiB), copy %.0f GB/s (read+write), cuBLAS bf16 "
+                    "8192^3 %.0f TFLOP/s%s\n",
+                 dev.read_gbs, dev.copy_gbs, dev.cublas_tflops,
+                 dev.have_cublas ? "" : (" (cuBLAS unavailable: " + dev.cublas_error + ")").c_str());
+  for (const auto& r : rows) {
+    std::fprintf(f, "  T=%lld: max tokens on one expert %d; layer us by block_m:", static_cast<long long>(r.T), r.max_per_expert);
+    for (const auto& [bm, us] : r.layer_us_by_bm) std::fprintf(f, " bm%d %.0f", bm, us);
+    std::fprintf(f, " (heuristic picks %d)\n", r.heuristic_bm);
+  }
+  const MoeShape& s = o.shape;
+  std::fprintf(f, "\nMoE layer (E=%lld, H=%lld, I=%lld, top-%lld), NVFP4 W4A16, deterministic finalize, %s routing; weights "
+                  "rotated past L2; median of >= %d after warm-up\n",
+               static_cast<long long>(s.num_experts), static_cast<long long>(s.hidden),
+               static_cast<long long>(s.intermediate), static_cast<long long>(s.top_k), o.routing.c_str(), o.min_iters);
+  std::fprintf(f, "bytes = active experts' NVFP4 weights incl. scales (0.5625 B/weight); floor = bytes / measured read BW\n\n");
+  std::fprintf(f, "%6s %6s %3s %8s %7s %8s %8s %8s %8s %6s %6s %7s %9s %7s %9s %7s %9s\n", "T", "active", "bm", "MB",
+               "route", "gate_up", "down", "layer", "floor", "GB/s", "%BW", "TFLOP/s", "cuBLAS gu", "gu x", "cuBLAS",
+               "layer x", "tok/s*");
+  for (const auto& r : rows)
+    std::fprintf(f, "%6lld %6d %3d %8.1f %7.1f %8.1f %8.1f %8.1f %8.1f %6.0f %5.1f%% %7.1f %9.1f %6.2fx %9.1f %6.2fx %9.0f\n",
+                 static_cast<long long>(r.T), static_cast<int>(r.active + 0.5), r.block_m, r.weight_bytes / 1e6,
+                 r.route_us, r.gate_up_us, r.down_us, r.layer_us, r.floor_us, r.gbs, r.pct_bw, r.tflops,
+                 r.cublas_gate_up_us, r.cublas_gate_up_us > 0 ? r.cublas_gate_up_us / r.gate_up_us : 0.0, r.cublas_us,
+                 r.cublas_us > 0 ? r.cublas_us / r.layer_us : 0.0, r.tokens_per_s);
+  std::fprintf(f, "(times in us; route/gate_up/down timed alone; layer = all phases in one run; cuBLAS = bf16\n"
+                  " cublasGemmStridedBatchedEx over the active experts at their mean token count: gate_up, and gate_up + down;\n"
+                  " gu x = cuBLAS gate_up / fp4moe gate_up, layer x = cuBLAS gate_up + down / fp4moe layer;\n"
+                  " tok/s* = projected decode throughput of the MoE layers alone: T / (layer time x %d layers), not a served number)\n",
+               o.moe_layers);
+}
+
+std::string moe_bench_json(const MoeBenchOptions& o, const MoeBenchDevice& dev, const std::vector<MoeBenchRow>& rows) {
+  nlohmann::json j;
+  j["device"] = {{"name", dev.info.name}, {"sms", dev.info.sms}, {"cc", dev.info.cc_major * 10 + dev.info.cc_minor},
+                 {"driver", dev.info.driver}, {"runtime", dev.info.runtime}};
+  j["baselines"] = {{"read_gbs", dev.read_gbs}, {"copy_gbs", dev.copy_gbs}, {"cublas_bf16_tflops", dev.cublas_tflops}};
+  j["shape"] = {{"experts", o.shape.num_experts}, {"hidden", o.shape.hidden}, {"intermediate", o.shape.intermediate},
+                {"top_k", o.shape.top_k}, {"routing", o.routing}};
+  nlohmann::json arr = nlohmann::json::array();
+  for (const auto& r : rows) {
+    nlohmann::json by = nlohmann::json::object();
+    for (const auto& [bm, us] : r.layer_us_by_bm) by[std::to_string(bm)] = us;
+    arr.push_back({{"tokens", r.T}, {"active_experts", r.active}, {"block_m", r.block_m}, {"heuristic_block_m", r.heuristic_bm},
+                   {"layer_us_by_block_m", by}, {"route_us", r.route_us}, {"gate_up_us", r.gate_up_us},
+                   {"down_us", r.down_us}, {"layer_us", r.layer_us}, {"weight_bytes", r.weight_bytes},
+                   {"floor_us", r.floor_us}, {"gbs", r.gbs}, {"pct_read_bw", r.pct_bw}, {"tflops", r.tflops},
+                   {"flop_per_byte", r.flop_per_byte}, {"cublas_gate_up_us", r.cublas_gate_up_us},
+                   {"cublas_us", r.cublas_us}, {"projected_tokens_per_s", r.tokens_per_s}});
+  }
+  j["rows"] = arr;
+  return j.dump(2);
+}
+
+std::string moe_bench_csv(const std::vector<MoeBenchRow>& rows) {
+  std::ostringstream s;
+  s << "tokens,active_experts,block_m,route_us,gate_up_us,down_us,layer_us,floor_us,gbs,pct_read_bw,tflops,"
+       "cublas_gate_up_us,cublas_us,projected_tokens_per_s\n";
+  for (const auto& r : rows)
+    s << r.T << ',' << r.active << ',' << r.block_m << ',' << r.route_us << ',' << r.gate_up_us << ',' << r.down_us << ','
+      << r.layer_us << ',' << r.floor_us << ',' << r.gbs << ',' << r.pct_bw << ',' << r.tflops << ','
+      << r.cublas_gate_up_us << ',' << r.cublas_us << ',' << r.tokens_per_s << '\n';
+  return s.str();
+}
+
+}  // namespace fp4moe::bench

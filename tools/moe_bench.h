@@ -1,0 +1,54 @@
+// The MoE layer benchmark harness shared by fp4moe_bench_moe, `fp4moe bench` and `fp4moe tune`: random
+// NVFP4 weights, rotated routing sets, per-block_m sweeps, and the same-run baselines.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "fp4moe/moe.h"
+#include "tools/bench_util.h"
+
+namespace fp4moe::bench {
+
+struct MoeBenchOptions {
+  MoeShape shape{256, 6144, 2048, 8};  // GLM-5
+  int moe_layers = 75;                 // for the projected decode throughput
+  std::vector<int64_t> tokens = {1, 8, 64, 256, 512, 1024, 2048, 4096};
+  std::string routing = "uniform";     // uniform, or zipf (expert popularity ~ 1 / rank^zipf_s)
+  double zipf_s = 1.2;
+  std::vector<int> block_ms;           // configs to time per T (empty: every built-in one)
+  bool baselines = true;               // read/copy bandwidth and cuBLAS (off for tuning)
+  bool phases = true;                  // also time routing, gate_up and down alone
+  int min_iters = 20;                  // timed runs per measurement (median)
+};
+
+struct MoeBenchRow {
+  int64_t T = 0;
+  double active = 0;
+  int max_per_expert = 0;
+  int block_m = 0, heuristic_bm = 0;  // the fastest config, and what the layer picks by itself
+  std::map<int, double> layer_us_by_bm;
+  double route_us = 0, gate_up_us = 0, down_us = 0, layer_us = 0;
+  double weight_bytes = 0, floor_us = 0, gbs = 0, pct_bw = 0, tflops = 0, flop_per_byte = 0;
+  double cublas_gate_up_us = 0, cublas_us = 0;
+  double tokens_per_s = 0;  // projected: T / (layer time x MoE layers)
+};
+
+struct MoeBenchDevice {
+  DeviceInfo info;
+  double read_gbs = 0, copy_gbs = 0, cublas_tflops = 0;
+  bool have_cublas = false;
+  std::string cublas_error;
+};
+
+// Runs the benchmark; rows in the order of opts.tokens. Returns a non-ok Status on a CUDA or layer error.
+Status run_moe_bench(const MoeBenchOptions& opts, MoeBenchDevice* dev, std::vector<MoeBenchRow>* rows);
+
+// The text table (the format tools/roofline.py reads), JSON and CSV.
+void print_moe_bench(const MoeBenchOptions& opts, const MoeBenchDevice& dev, const std::vector<MoeBenchRow>& rows, FILE* f);
+std::string moe_bench_json(const MoeBenchOptions& opts, const MoeBenchDevice& dev, const std::vector<MoeBenchRow>& rows);
+std::string moe_bench_csv(const std::vector<MoeBenchRow>& rows);
+
+}  // namespace fp4moe::bench
