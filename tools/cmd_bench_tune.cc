@@ -50,7 +50,7 @@ bool prepare(const std::string& model, const ModelPreset** m) {
 #endif
 }
 
-bool write_file(const std::string& path, const std::string& text) {
+[[maybe_unused]] bool write_file(const std::string& path, const std::string& text) {
   std::ofstream f(path);
   if (!f || !(f << text)) {
     std::fprintf(stderr, "error: cannot write %s\n", path.c_str());
