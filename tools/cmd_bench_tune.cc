@@ -90,7 +90,10 @@ int run_bench(const BenchOpts& o) {
     }
     bench::print_moe_bench(b, dev, rows, f);
     std::fclose(f);
-    const std::string cmd = "/usr/bin/python3 " FP4MOE_SOURCE_DIR "/tools/roofline.py '" + log + "' '" + o.plot + "'";
+    // The first python3 that has matplotlib: the PATH's, else Debian's.
+    const std::string script = FP4MOE_SOURCE_DIR "/tools/roofline.py '" + log + "' '" + o.plot + "'";
+    const std::string cmd = "if python3 -c 'import matplotlib' 2>/dev/null; then python3 " + script +
+                            "; else /usr/bin/python3 " + script + "; fi";
     if (std::system(cmd.c_str()) != 0) {
       std::fprintf(stderr, "error: the roofline plot failed (%s)\n", cmd.c_str());
       return 1;
