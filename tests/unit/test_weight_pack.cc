@@ -1,0 +1,92 @@
+// Host checks of the prepacked weight format (include/fp4moe/weight_pack.h): the bit layout is a bijection,
+// the kernel's shift/rotate/mask extraction (restated here) yields value * 2^-126 as bf16 for every code in
+// every position, and the UE5M3 scale re-encoding gives bf16(scale * 2^117) exactly, so the product the
+// kernel forms is e2m1 * scale * 2^-9 without rounding.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+#include <set>
+
+#include "fp4moe/bf16.h"
+#include "fp4moe/nvfp4.h"
+#include "fp4moe/weight_pack.h"
+
+namespace fp4moe {
+namespace {
+
+uint32_t pack_word(const uint8_t (&codes)[8]) {
+  uint32_t w = 0;
+  for (int i = 0; i < 8; ++i)
+    for (int b = 0; b < 4; ++b) w |= ((codes[i] >> (3 - b)) & 1u) << pack::bit_pos(i, b);
+  return w;
+}
+
+uint32_t rotr(uint32_t x, int r) { return (x >> r) | (x << (32 - r)); }
+
+// The four bf16x2 registers as kernels/nvfp4_dequant_mma.cuh extracts them (before the scale multiply).
+void extract(uint32_t q, uint32_t (&p)[4]) {
+  constexpr uint32_t M = pack::kPairMask;
+  p[0] = q & M;
+  p[1] = (q << 4) & M;
+  p[2] = rotr(q, 6) & M;
+  p[3] = (((q << 6) & pack::kLastPairShl6) | ((q >> 2) & ~pack::kLastPairShl6)) & M;
+}
+
+TEST(WeightPack, BitLayoutIsABijection) {
+  std::set<int> seen;
+  for (int i = 0; i < 8; ++i)
+    for (int b = 0; b < 4; ++b) {
+      const int p = pack::bit_pos(i, b);
+      ASSERT_GE(p, 0);
+      ASSERT_LT(p, 32);
+      ASSERT_TRUE(seen.insert(p).second) << "bit " << p << " used twice";
+    }
+}
+
+TEST(WeightPack, ExtractionGivesEveryCodeTimesTwoToTheMinus126InEveryPosition) {
+  std::mt19937 rng(7);
+  for (int trial = 0; trial < 4096; ++trial) {
+    uint8_t codes[8];
+    for (auto& c : codes) c = static_cast<uint8_t>(rng() & 0xF);
+    if (trial < 16)  // every code in every position
+      for (auto& c : codes) c = static_cast<uint8_t>(trial);
+    uint32_t p[4];
+    extract(pack_word(codes), p);
+    for (int pair = 0; pair < 4; ++pair)
+      for (int half = 0; half < 2; ++half) {
+        const uint8_t code = codes[2 * pair + half];
+        const float got = bf16_to_float(static_cast<uint16_t>(p[pair] >> (16 * half)));
+        const float want = std::ldexp(e2m1_to_float(code), -126);
+        ASSERT_EQ(got, want) << "code " << int(code) << " pair " << pair << " half " << half;
+        ASSERT_EQ(std::signbit(got), (code & 8) != 0) << "sign of code " << int(code);
+      }
+  }
+}
+
+TEST(WeightPack, ScaleReencodingIsExactAndTheProductNeedsNoRounding) {
+  for (int b = 0; b <= 0x7E; ++b) {
+    const uint8_t enc = pack::ue4m3_to_ue5m3(static_cast<uint8_t>(b));
+    ASSERT_NE(enc, 0xFF) << b;
+    const uint16_t bits = static_cast<uint16_t>(enc * 16u + pack::kScaleBf16Bias);
+    const double s = bf16_to_float(bits);
+    const double sf = e4m3_to_float(static_cast<uint8_t>(b));
+    if (b == 0) {
+      EXPECT_EQ(s, std::ldexp(1.0, 108)) << "a zero scale maps to 2^-9 * 2^117 (its block's codes are zeroed)";
+      continue;
+    }
+    ASSERT_EQ(s, sf * std::ldexp(1.0, 117)) << "code " << b;
+    // raw weight (value * 2^-126) times the scale, rounded to bf16 as the HMUL2 does: exact.
+    for (uint8_t code = 0; code < 16; ++code) {
+      const double raw = std::ldexp(e2m1_to_float(code), -126);
+      const double exact = raw * s;
+      ASSERT_EQ(round_to_bf16(static_cast<float>(exact)), static_cast<float>(exact)) << b << " " << int(code);
+      ASSERT_EQ(exact, e2m1_to_float(code) * sf * std::ldexp(1.0, -9));
+    }
+  }
+  EXPECT_EQ(pack::ue4m3_to_ue5m3(0x7F), 0xFF) << "NaN rejected";
+  EXPECT_EQ(pack::ue4m3_to_ue5m3(0xB8), 0xFF) << "negative rejected";
+}
+
+}  // namespace
+}  // namespace fp4moe
