@@ -1,5 +1,6 @@
 // The MoE layer benchmark harness (see moe_bench.h).
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -126,8 +127,13 @@ Status run_moe_bench(const MoeBenchOptions& o, MoeBenchDevice* dev, std::vector<
   const double bytes_per_expert = (2.0 * I * H + double(H) * I) * 0.5625;
   const double read_gbs = o.baselines ? dev->read_gbs : 0;
   rows->clear();
-  for (int64_t T : o.tokens) {
+  const auto start = std::chrono::steady_clock::now();
+  for (size_t ti = 0; ti < o.tokens.size(); ++ti) {
+    const int64_t T = o.tokens[ti];
     if (T < 1) return invalid_argument("token counts must be >= 1");
+    if (o.budget_s > 0 && std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() > o.budget_s)
+      break;
+    if (o.progress) o.progress(ti, o.tokens.size(), T);
     // Routing sets rotated between iterations so the active experts' weights are not L2-resident.
     const int sets = T <= 64 ? 16 : 4;
     const size_t ws_bytes = layer.workspace_size(T);
@@ -250,6 +256,7 @@ Status run_moe_bench(const MoeBenchOptions& o, MoeBenchDevice* dev, std::vector<
     }
     rows->push_back(r);
   }
+  if (o.progress) o.progress(o.tokens.size(), o.tokens.size(), 0);
   return Status::ok();
 }
 

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <string>
 #include <vector>
@@ -22,6 +23,9 @@ struct MoeBenchOptions {
   bool baselines = true;               // read/copy bandwidth and cuBLAS (off for tuning)
   bool phases = true;                  // also time routing, gate_up and down alone
   int min_iters = 20;                  // timed runs per measurement (median)
+  double budget_s = 0;                 // > 0: stop before the next T once this much time has passed
+  // Called before each T (index, count) and once at the end (count, count), e.g. for a progress bar.
+  std::function<void(size_t, size_t, int64_t)> progress;
 };
 
 struct MoeBenchRow {
@@ -43,7 +47,8 @@ struct MoeBenchDevice {
   std::string cublas_error;
 };
 
-// Runs the benchmark; rows in the order of opts.tokens. Returns a non-ok Status on a CUDA or layer error.
+// Runs the benchmark; rows in the order of opts.tokens (fewer when the budget ran out). Returns a non-ok
+// Status on a CUDA or layer error.
 Status run_moe_bench(const MoeBenchOptions& opts, MoeBenchDevice* dev, std::vector<MoeBenchRow>* rows);
 
 // The text table (the format tools/roofline.py reads), JSON and CSV.
