@@ -82,6 +82,13 @@ struct MoeLayer::Impl {
   ~Impl() {
     if (storage) cudaFree(storage);
   }
+  // Takes the cache's choices for this shape and finalize mode that name a config built for this GPU.
+  void adopt(const TuningCache& cache, const std::string& source) {
+    tuned.clear();
+    for (const auto& [bucket, bm] : cache.choices_for(shape, options.finalize))
+      if (pick(bm) != nullptr) tuned[bucket] = bm;
+    if (!tuned.empty()) tuning_source = source + " (" + std::to_string(tuned.size()) + " token buckets)";
+  }
   const Sel* pick(int block_m) const {
     for (const auto& s : sels)
       if (s.set->block_m == block_m) return &s;
@@ -219,12 +226,8 @@ Status MoeLayer::init(const MoeShape& shape, const MoeLayerOptions& options, con
     TuningCache cache;
     std::string note;
     FP4MOE_RETURN_IF_ERROR(TuningCache::load(path, env, &cache, &note));
-    for (const auto& [bucket, bm] : cache.choices_for(shape, options.finalize))
-      if (impl->pick(bm) != nullptr) impl->tuned[bucket] = bm;
-    if (!impl->tuned.empty())
-      impl->tuning_source = "tuning cache " + path + " (" + std::to_string(impl->tuned.size()) + " token buckets)";
-    else if (!note.empty())
-      impl->tuning_source = "built-in heuristic (" + note + ")";
+    impl->adopt(cache, "tuning cache " + path);
+    if (impl->tuned.empty() && !note.empty()) impl->tuning_source = "built-in heuristic (" + note + ")";
   }
   impl_ = std::move(impl);
   return Status::ok();
@@ -240,11 +243,8 @@ size_t MoeLayer::prepacked_bytes() const { return impl_ ? impl_->total_bytes : 0
 
 size_t MoeLayer::use_tuning(const TuningCache& cache) {
   if (!impl_) return 0;
-  impl_->tuned.clear();
-  for (const auto& [bucket, bm] : cache.choices_for(impl_->shape, impl_->options.finalize))
-    if (impl_->pick(bm) != nullptr) impl_->tuned[bucket] = bm;
-  impl_->tuning_source = impl_->tuned.empty() ? "built-in heuristic" : "tuning cache given to use_tuning (" +
-                                                                        std::to_string(impl_->tuned.size()) + " token buckets)";
+  impl_->tuning_source = "built-in heuristic";
+  impl_->adopt(cache, "tuning cache given to use_tuning");
   return impl_->tuned.size();
 }
 

@@ -185,11 +185,9 @@ Status plan_kernels(const MoeShape& s, const ArchInfo& a, std::optional<std::vec
       return invalid_argument("tile N must be a multiple of 16 in [16, 256] (one 16-row MMA tile per warp)");
     if (t[2] < 64 || t[2] % 64 != 0)
       return invalid_argument("tile K must be a multiple of 64 (one 16-byte load holds four k16 MMA steps)");
-    std::optional<int> st = stages;
-    if (!st) st = std::min(kMaxStages, moe_gemm_max_stages(t[0], t[1], t[2], moe_gemm_stage_budget(t[0], a.cc)));
     bool shipped = false;
     for (const auto& k : kShipped) shipped |= arch_has_kernels(a.cc) && k.m == t[0] && k.n == t[1] && k.k == t[2];
-    for (const auto& g : gemms) out->push_back(plan_one(g.name, g.n, g.k, t[0], t[1], t[2], st, a, shipped));
+    for (const auto& g : gemms) out->push_back(plan_one(g.name, g.n, g.k, t[0], t[1], t[2], stages, a, shipped));
     return Status::ok();
   }
   for (const auto& k : kShipped)
