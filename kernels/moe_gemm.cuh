@@ -1,6 +1,6 @@
 // Grouped W4A16 GEMM for MoE experts: NVFP4 weights (prepacked) x bf16 activations, fp32 accumulation,
 // with the gate_up (SwiGLU) or down (router-weighted finalize) epilogue fused. Persistent blocks walk a
-// device-built list of (expert chunk, N tile) work items; a cp.async pipeline runs across item boundaries.
+// device-built list of (expert chunk, N tile, K split) work items; a cp.async pipeline runs across item boundaries.
 #pragma once
 
 #include <cuda_bf16.h>
@@ -11,6 +11,7 @@
 #include "fp4moe/weight_pack.h"
 #include "kernels/nvfp4_dequant_mma.cuh"
 #include "kernels/ptx.cuh"
+#include "kernels/wgmma.cuh"
 
 namespace fp4moe::kernels {
 
@@ -33,16 +34,34 @@ struct MoeGemmParams {
   const int32_t* chunk_expert;
   const int32_t* chunk_start;
   const int32_t* chunk_rows;
+  int32_t k_splits;            // K ranges per (chunk, N tile) item: 1, or (down at small T) 2/4/8 dividing K / kBlockK
   __nv_bfloat16* act_out;      // kSwiGLU: [P, N/2]
-  float* partial_out;          // kFinalizeStore: [P, N]; kFinalizeAtomic: [T, N]
+  float* partial_out;          // kFinalizeStore: [k_splits, P, N]; kFinalizeAtomic: [T, N]
+  int64_t split_stride;        // kFinalizeStore: floats between the k_splits partial buffers (P * N)
   const float* topk_weights;   // [T * k] router weights (finalize epilogues)
 };
+
+// One 64-wide K group of a stage on the wgmma path: four m64nNk16 steps, A = the four dequantized
+// fragments, B = the group's swizzled activation slice (k16 step s starts 32 B into each 128-byte row).
+// N (tokens rounded up to 8/16/32/64) is chosen per work item; the accumulators are the first N/2 of acc.
+template <int N, int kAcc>
+__device__ __forceinline__ void wgmma_k64(float (&acc)[kAcc], const uint32_t (&a)[4][4], uint32_t slice, int scale_first) {
+  if constexpr (N / 2 <= kAcc) {
+    float(&d)[N / 2] = *reinterpret_cast<float(*)[N / 2]>(&acc[0]);
+#pragma unroll
+    for (int s = 0; s < 4; ++s)
+      wgmma::WgmmaRs<N>::mma(d, a[s], wgmma::desc_k_major_sw128(slice + s * 32), s == 0 ? scale_first : 1);
+  }
+}
 
 template <class Cfg, MoeEpilogue kEpi>
 __device__ __forceinline__ void moe_gemm_body(const MoeGemmParams& p) {
   constexpr int kBM = Cfg::kBlockM, kBN = Cfg::kBlockN, kBK = Cfg::kBlockK, kStages = Cfg::kStages;
   constexpr int kGroups = kBK / pack::kGroupK;  // 64-wide K groups per stage
   constexpr MoeGemmSmemLayout L = Cfg::kSmem;
+  // Steps the copies run ahead of the math. (Keeping a step's last wgmma group in flight into the next step
+  // and refilling a slot one step later instead, at block_m 64, measured 1-2% slower on the H200.)
+  constexpr int kAhead = kStages - 1;
   extern __shared__ __align__(128) uint8_t smem[];
 
   // Defensive: a launch with less dynamic shared memory than the planner's layout would corrupt memory.
@@ -51,10 +70,21 @@ __device__ __forceinline__ void moe_gemm_body(const MoeGemmParams& p) {
   uint32_t dyn_smem;
   asm("mov.u32 %0, %%dynamic_smem_size;" : "=r"(dyn_smem));
   if (dyn_smem < static_cast<uint32_t>(L.total)) __trap();
+  // wgmma reads the activations through 1024-byte swizzle atoms, which must sit on 1024-byte addresses.
+  if (Cfg::kWgmma && ptx::smem_addr(smem) % 1024 != 0) __trap();
 
+  // Programmatic dependent launch (host: cudaLaunchAttributeProgrammaticStreamSerialization). gate_up's
+  // work list is the routing kernel's output, so it waits before reading anything. Its blocks then let the
+  // down kernel launch: down's blocks take SMs as gate_up's blocks leave, and issue their first weight
+  // copies before their own wait (below). That read of the routing tables by down is safe because down
+  // cannot start before every gate_up block has passed this wait, i.e. after routing completed.
+  if constexpr (kEpi == MoeEpilogue::kSwiGLU) {
+    ptx::griddep_wait();
+    ptx::griddep_launch_dependents();
+  }
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
-  const int n_tiles = p.n / kBN, k_tiles = p.k / kBK;
-  const int num_items = *p.num_chunks * n_tiles;
+  const int n_tiles = p.n / kBN, splits = p.k_splits, k_tiles = p.k / kBK / splits;  // k_tiles: per item
+  const int num_items = *p.num_chunks * n_tiles * splits;
   const int my_items = blockIdx.x < num_items ? (num_items - 1 - blockIdx.x) / gridDim.x + 1 : 0;
   const int total_steps = my_items * k_tiles;
 
@@ -72,17 +102,19 @@ __device__ __forceinline__ void moe_gemm_body(const MoeGemmParams& p) {
   uint32_t x_bytes[kXPer];
   int prod_item = blockIdx.x, prod_kt = 0;
   // Loads the item's chunk-table entry (one global round trip per item, not per stage).
+  // Item i = (tile i / splits, K range i % splits); tile t = (chunk t / n_tiles, N tile t % n_tiles).
   auto producer_begin_item = [&](int item) {
-    const int chunk = item / n_tiles, nt = item % n_tiles;
+    const int tile = item / splits, chunk = tile / n_tiles, nt = tile % n_tiles;
+    const int64_t k0 = static_cast<int64_t>(item % splits) * k_tiles * kBK;  // first K of the item's range
     const int e = p.chunk_expert[chunk], row0 = p.chunk_start[chunk], rows = p.chunk_rows[chunk];
 #pragma unroll
     for (int i = 0; i < kWPer; ++i) {
       const int c = tid + i * Cfg::kThreads, r = c / (kGroups * 32), off = c % (kGroups * 32);
-      w_src[i] = p.weights + pack::weight_group_offset(e, nt * (kBN / 16) + r, 0, p.n, p.k) + off * 16;
+      w_src[i] = p.weights + pack::weight_group_offset(e, nt * (kBN / 16) + r, k0 / pack::kGroupK, p.n, p.k) + off * 16;
     }
     if (tid < kSChunks) {
       const int r = tid / (kGroups * 4), off = tid % (kGroups * 4);
-      s_src = p.scales + pack::scale_group_offset(e, nt * (kBN / 16) + r, 0, p.n, p.k) + off * 16;
+      s_src = p.scales + pack::scale_group_offset(e, nt * (kBN / 16) + r, k0 / pack::kGroupK, p.n, p.k) + off * 16;
     }
 #pragma unroll
     for (int i = 0; i < kXPer; ++i) {
@@ -91,29 +123,37 @@ __device__ __forceinline__ void moe_gemm_body(const MoeGemmParams& p) {
       x_bytes[i] = 0;
       if (c < kXChunks && m < rows) {
         const int64_t src_row = p.gather_tokens ? p.perm_pair[row0 + m] / p.top_k : row0 + m;
-        x_src[i] = reinterpret_cast<const uint8_t*>(p.x + src_row * p.k) + off * 16;
+        x_src[i] = reinterpret_cast<const uint8_t*>(p.x + src_row * p.k + k0) + off * 16;
         x_bytes[i] = 16;
       }
     }
   };
-  // Issues the copies of the producer's next step into `slot`, then advances along K (and to the next item).
-  auto produce = [&](int slot) {
+  // Issues the copies of the producer's next step into `slot` (the weights and scales, the activations, or
+  // both), then advances along K (and to the next item).
+  auto produce = [&](int slot, bool weights, bool acts) {
     if (prod_kt == 0) producer_begin_item(prod_item);
     uint8_t* s_base = smem + slot * L.stage_bytes;
     const int64_t kt = prod_kt;
+    if (weights) {
 #pragma unroll
-    for (int i = 0; i < kWPer; ++i) {
-      const int c = tid + i * Cfg::kThreads;
-      ptx::cp_async_16(s_base + L.weight_offset + c * 16, w_src[i] + kt * kGroups * pack::kWeightGroupBytes);
+      for (int i = 0; i < kWPer; ++i) {
+        const int c = tid + i * Cfg::kThreads;
+        ptx::cp_async_16(s_base + L.weight_offset + c * 16, w_src[i] + kt * kGroups * pack::kWeightGroupBytes);
+      }
+      if (tid < kSChunks)
+        ptx::cp_async_16(s_base + L.scale_offset + tid * 16, s_src + kt * kGroups * pack::kScaleGroupBytes);
     }
-    if (tid < kSChunks)
-      ptx::cp_async_16(s_base + L.scale_offset + tid * 16, s_src + kt * kGroups * pack::kScaleGroupBytes);
+    if (acts) {
 #pragma unroll
-    for (int i = 0; i < kXPer; ++i) {
-      const int c = tid + i * Cfg::kThreads, m = c / kRowChunks, off = c % kRowChunks;
-      if (kXChunks % Cfg::kThreads != 0 && c >= kXChunks) break;
-      ptx::cp_async_16(s_base + L.act_offset + m * L.act_row_stride + off * 16,
-                       x_src[i] + (x_bytes[i] ? kt * kBK * 2 : 0), x_bytes[i]);
+      for (int i = 0; i < kXPer; ++i) {
+        const int c = tid + i * Cfg::kThreads, m = c / kRowChunks, off = c % kRowChunks;
+        if (kXChunks % Cfg::kThreads != 0 && c >= kXChunks) break;
+        // wgmma: 16-byte chunk `off` of token m goes to slice off/8, row m, chunk (off%8) ^ (m%8) (the 128-byte
+        // swizzle, wgmma.cuh); mma.sync: padded rows.
+        const int64_t dst = Cfg::kWgmma ? (off / 8) * L.act_slice_bytes + m * 128 + (((off & 7) ^ (m & 7)) * 16)
+                                        : m * L.act_row_stride + off * 16;
+        ptx::cp_async_16(s_base + L.act_offset + dst, x_src[i] + (x_bytes[i] ? kt * kBK * 2 : 0), x_bytes[i]);
+      }
     }
     if (++prod_kt == k_tiles) {
       prod_kt = 0;
@@ -121,63 +161,125 @@ __device__ __forceinline__ void moe_gemm_body(const MoeGemmParams& p) {
     }
   };
 
+  // Accumulators: mma.sync C fragments of the item's 8-token n-tiles; on the wgmma path the same registers
+  // as one array d[4j + r] = acc[j][r] (wgmma.cuh). Zeroed here once, before any wgmma is in flight; the
+  // wgmma path restarts them with scale-d = 0 instead.
   float acc[Cfg::kNTiles8][4];
 #pragma unroll
   for (int j = 0; j < Cfg::kNTiles8; ++j) acc[j][0] = acc[j][1] = acc[j][2] = acc[j][3] = 0.0f;
+  float(&accw)[Cfg::kBlockM / 2] = *reinterpret_cast<float(*)[Cfg::kBlockM / 2]>(&acc[0][0]);
+  int n_wgmma = 8;  // the item's wgmma N: its tokens rounded up to 8, 16, 32 or 64
 
+  if constexpr (kEpi == MoeEpilogue::kSwiGLU) {
 #pragma unroll
-  for (int s = 0; s < kStages - 1; ++s) {
-    if (s < total_steps) produce(s);
-    ptx::cp_async_commit();
+    for (int s = 0; s < kAhead; ++s) {
+      if (s < total_steps) produce(s, true, true);
+      ptx::cp_async_commit();
+    }
+  } else {
+    // down: the first stages' weights do not depend on gate_up, so their copies are in flight before the
+    // wait for gate_up's activations (they join commit group 0, which step 0 waits for anyway).
+#pragma unroll
+    for (int s = 0; s < kAhead; ++s)
+      if (s < total_steps) produce(s, true, false);
+    ptx::griddep_wait();
+    ptx::griddep_launch_dependents();
+    prod_item = blockIdx.x;
+    prod_kt = 0;
+#pragma unroll
+    for (int s = 0; s < kAhead; ++s) {
+      if (s < total_steps) produce(s, false, true);
+      ptx::cp_async_commit();
+    }
   }
 
   // ---- consumer state: the item whose K steps the warps are multiplying ------------------------------
   int cons_item = blockIdx.x, cons_kt = 0, cons_e = 0, cons_row0 = 0, cons_rows = 0;
   for (int st = 0; st < total_steps; ++st) {
     if (cons_kt == 0) {
-      const int chunk = cons_item / n_tiles;
+      const int chunk = cons_item / splits / n_tiles;
       cons_e = p.chunk_expert[chunk];
       cons_row0 = p.chunk_start[chunk];
       cons_rows = p.chunk_rows[chunk];
+      n_wgmma = cons_rows <= 8 ? 8 : cons_rows <= 16 ? 16 : cons_rows <= 32 ? 32 : 64;
     }
-    ptx::cp_async_wait<kStages - 2>();
+    ptx::cp_async_wait<kAhead - 1>();
+    if constexpr (Cfg::kWgmma) wgmma::fence_proxy_async_shared();  // this thread's copies -> the tensor cores' reads
     __syncthreads();  // step st has landed for every thread; slot (st - 1) % kStages is free again
-    if (st + kStages - 1 < total_steps) produce((st + kStages - 1) % kStages);
+    if (st + kAhead < total_steps) produce((st + kAhead) % kStages, true, true);
     ptx::cp_async_commit();
 
     const uint8_t* s_base = smem + (st % kStages) * L.stage_bytes;
     const uint8_t* w_warp = s_base + L.weight_offset + warp * kGroups * pack::kWeightGroupBytes + lane * 16;
     const uint8_t* s_warp = s_base + L.scale_offset + warp * kGroups * pack::kScaleGroupBytes + (lane >> 2) * 8;
-    // ldmatrix row address of this lane: token (lane % 8) of the n-tile, k offset 8 * (lane / 8).
-    const uint8_t* x_lane = s_base + L.act_offset + (lane & 7) * L.act_row_stride + (lane >> 3) * 16;
+    if constexpr (Cfg::kWgmma) {
+      // Warpgroup wg = warps 4wg..4wg+3 = weight rows 64wg..64wg+63: warp w's dequantized fragments are the
+      // wgmma A fragment of rows 16w..16w+15 unchanged. Group g's four wgmmas run while group g+1 is
+      // dequantized; wait<1> then frees group g's A registers (and, at the stage's end, wait<0> its slot).
+      const uint32_t act_base = ptx::smem_addr(s_base + L.act_offset);
 #pragma unroll
-    for (int g = 0; g < kGroups; ++g) {
-      const uint4 wq = *reinterpret_cast<const uint4*>(w_warp + g * pack::kWeightGroupBytes);
-      const uint2 sq = *reinterpret_cast<const uint2*>(s_warp + g * pack::kScaleGroupBytes);
-      const uint32_t words[4] = {wq.x, wq.y, wq.z, wq.w};
+      for (int g = 0; g < kGroups; ++g) {
+        const uint4 wq = *reinterpret_cast<const uint4*>(w_warp + g * pack::kWeightGroupBytes);
+        const uint2 sq = *reinterpret_cast<const uint2*>(s_warp + g * pack::kScaleGroupBytes);
+        const uint32_t words[4] = {wq.x, wq.y, wq.z, wq.w};
+        uint32_t a[4][4];
 #pragma unroll
-      for (int h = 0; h < 2; ++h) {  // two k16 steps per ldmatrix.x4
-        uint32_t b[Cfg::kNTiles8][4];
-#pragma unroll
-        for (int j = 0; j < Cfg::kNTiles8; ++j) {
-          if (j > 0 && j * 8 >= cons_rows) break;  // n-tiles past the item's tokens: no loads, no MMAs
-          ptx::ldmatrix_x4(b[j], x_lane + j * 8 * L.act_row_stride + (g * pack::kGroupK + h * 32) * 2);
+        for (int h = 0; h < 2; ++h) {
+          const uint32_t s_g = scale_pair2(sq.x, h), s_g8 = scale_pair2(sq.y, h);
+          dequant_a_fragment<0>(words[2 * h], s_g, s_g8, a[2 * h]);
+          dequant_a_fragment<1>(words[2 * h + 1], s_g, s_g8, a[2 * h + 1]);
         }
-        const uint32_t s_g = scale_pair2(sq.x, h), s_g8 = scale_pair2(sq.y, h);
-        uint32_t a0[4], a1[4];
-        dequant_a_fragment<0>(words[2 * h], s_g, s_g8, a0);
-        dequant_a_fragment<1>(words[2 * h + 1], s_g, s_g8, a1);
+        const uint32_t slice = act_base + static_cast<uint32_t>(g * L.act_slice_bytes);
+        const int scale_first = (cons_kt == 0 && g == 0) ? 0 : 1;  // the item's first k16 step starts D afresh
+        wgmma::fence();
+        switch (n_wgmma) {  // uniform over the block: one item at a time
+          case 8: wgmma_k64<8>(accw, a, slice, scale_first); break;
+          case 16: wgmma_k64<16>(accw, a, slice, scale_first); break;
+          case 32: wgmma_k64<32>(accw, a, slice, scale_first); break;
+          default: wgmma_k64<64>(accw, a, slice, scale_first); break;
+        }
+        wgmma::commit();
+        wgmma::wait<1>();
+      }
+      // This step's wgmmas are done before the next step's barrier lets its slot be refilled, and before
+      // the epilogue reads the accumulators.
+      wgmma::wait<0>();
 #pragma unroll
-        for (int j = 0; j < Cfg::kNTiles8; ++j) {
-          if (j > 0 && j * 8 >= cons_rows) break;
-          ptx::mma_bf16_16816(acc[j], a0, b[j][0], b[j][1]);
-          ptx::mma_bf16_16816(acc[j], a1, b[j][2], b[j][3]);
+      for (int i = 0; i < Cfg::kBlockM / 2; ++i) wgmma::fence_operand(accw[i]);
+    } else {
+      // ldmatrix row address of this lane: token (lane % 8) of the n-tile, k offset 8 * (lane / 8).
+      const uint8_t* x_lane = s_base + L.act_offset + (lane & 7) * L.act_row_stride + (lane >> 3) * 16;
+#pragma unroll
+      for (int g = 0; g < kGroups; ++g) {
+        const uint4 wq = *reinterpret_cast<const uint4*>(w_warp + g * pack::kWeightGroupBytes);
+        const uint2 sq = *reinterpret_cast<const uint2*>(s_warp + g * pack::kScaleGroupBytes);
+        const uint32_t words[4] = {wq.x, wq.y, wq.z, wq.w};
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {  // two k16 steps per ldmatrix.x4
+          uint32_t b[Cfg::kNTiles8][4];
+#pragma unroll
+          for (int j = 0; j < Cfg::kNTiles8; ++j) {
+            if (j > 0 && j * 8 >= cons_rows) break;  // n-tiles past the item's tokens: no loads, no MMAs
+            ptx::ldmatrix_x4(b[j], x_lane + j * 8 * L.act_row_stride + (g * pack::kGroupK + h * 32) * 2);
+          }
+          const uint32_t s_g = scale_pair2(sq.x, h), s_g8 = scale_pair2(sq.y, h);
+          uint32_t a0[4], a1[4];
+          dequant_a_fragment<0>(words[2 * h], s_g, s_g8, a0);
+          dequant_a_fragment<1>(words[2 * h + 1], s_g, s_g8, a1);
+#pragma unroll
+          for (int j = 0; j < Cfg::kNTiles8; ++j) {
+            if (j > 0 && j * 8 >= cons_rows) break;
+            ptx::mma_bf16_16816(acc[j], a0, b[j][0], b[j][1]);
+            ptx::mma_bf16_16816(acc[j], a1, b[j][2], b[j][3]);
+          }
         }
       }
-    }
+    }  // mma.sync path
 
     if (++cons_kt == k_tiles) {  // last K step of this item: epilogue straight from registers
-      const int nt = cons_item % n_tiles;
+      const int nt = cons_item / splits % n_tiles;
+      float* partial = p.partial_out;
+      if constexpr (kEpi == MoeEpilogue::kFinalizeStore) partial += (cons_item % splits) * p.split_stride;
       const float alpha = p.alpha[cons_e];
       const int g8 = lane >> 2, t4 = lane & 3;
 #pragma unroll
@@ -203,16 +305,16 @@ __device__ __forceinline__ void moe_gemm_body(const MoeGemmParams& p) {
             const float scale = alpha * p.topk_weights[pair];
             const int64_t h0 = static_cast<int64_t>(nt) * kBN + warp * 16 + g8;
             if constexpr (kEpi == MoeEpilogue::kFinalizeStore) {
-              p.partial_out[prow * p.n + h0] = scale * acc[j][c];
-              p.partial_out[prow * p.n + h0 + 8] = scale * acc[j][2 + c];
+              partial[prow * p.n + h0] = scale * acc[j][c];
+              partial[prow * p.n + h0 + 8] = scale * acc[j][2 + c];
             } else {
               const int64_t tok = pair / p.top_k;
-              atomicAdd(p.partial_out + tok * p.n + h0, scale * acc[j][c]);
-              atomicAdd(p.partial_out + tok * p.n + h0 + 8, scale * acc[j][2 + c]);
+              atomicAdd(partial + tok * p.n + h0, scale * acc[j][c]);
+              atomicAdd(partial + tok * p.n + h0 + 8, scale * acc[j][2 + c]);
             }
           }
         }
-        acc[j][0] = acc[j][1] = acc[j][2] = acc[j][3] = 0.0f;
+        if constexpr (!Cfg::kWgmma) acc[j][0] = acc[j][1] = acc[j][2] = acc[j][3] = 0.0f;
       }
       cons_kt = 0;
       cons_item += gridDim.x;

@@ -3,6 +3,8 @@
 
 #include <cstdint>
 
+#include "kernels/ptx.cuh"
+
 namespace fp4moe::kernels {
 
 inline constexpr uint32_t kErrBadExpertId = 1u;    // a topk id outside [0, E): that pair is skipped
@@ -62,6 +64,9 @@ __global__ void __launch_bounds__(1024) moe_routing_kernel(RoutingParams p) {
   int32_t* warp_sums = sm + 2 * E;                              // [32]
   uint16_t* wcnt = reinterpret_cast<uint16_t*>(sm + 2 * E + 32);  // [32][E]
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+  // Lets the gate_up kernel (a programmatic dependent launch) take its SMs now; it waits for this grid's
+  // completion before it reads the tables (ptx.cuh, griddepcontrol).
+  ptx::griddep_launch_dependents();
 
   for (int e = tid; e < E; e += blockDim.x) cnt[e] = 0;
   if (tid == 0) *p.error_flags = 0;  // this kernel is the flags' only writer in a run

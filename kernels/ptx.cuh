@@ -1,5 +1,5 @@
 // Thin wrappers over the PTX instructions the GEMM kernels use (cp.async, ldmatrix, mma.sync, bf16x2 mul,
-// prmt, lop3), each with the reason it is used and its PTX ISA section.
+// prmt, lop3, griddepcontrol), each with the reason it is used and its PTX ISA section.
 #pragma once
 
 #include <cstdint>
@@ -76,6 +76,24 @@ __device__ __forceinline__ uint32_t lop3(uint32_t a, uint32_t b, uint32_t c) {
   uint32_t d;
   asm("lop3.b32 %0, %1, %2, %3, %4;\n" : "=r"(d) : "r"(a), "r"(b), "r"(c), "n"(Lut));
   return d;
+}
+
+// Programmatic dependent launch (PTX ISA "griddepcontrol", sm_90+):
+// https://docs.nvidia.com/cuda/parallel-thread-execution/#parallel-synchronization-and-communication-instructions-griddepcontrol
+// A kernel launched with cudaLaunchAttributeProgrammaticStreamSerialization may start while the previous
+// kernel of the stream still runs. `wait` blocks until that prerequisite grid has completed and its memory
+// operations are visible (a no-op for a normal launch); `launch_dependents` tells the scheduler that the next
+// such kernel may start once every block of this grid has issued it (or exited). Older GPUs: no-ops, and the
+// host launches normally there.
+__device__ __forceinline__ void griddep_wait() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900 && !defined(FP4MOE_NO_GRIDDEP)
+  asm volatile("griddepcontrol.wait;\n" ::: "memory");
+#endif
+}
+__device__ __forceinline__ void griddep_launch_dependents() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900 && !defined(FP4MOE_NO_GRIDDEP)
+  asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
+#endif
 }
 
 }  // namespace fp4moe::kernels::ptx

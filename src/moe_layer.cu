@@ -3,6 +3,7 @@
 #include <map>
 #include <cmath>
 #include <string>
+#include <utility>
 
 #include "fp4moe/moe.h"
 #include "fp4moe/scale_layout.h"
@@ -23,12 +24,20 @@ constexpr int64_t kMaxExperts = 1024;
 
 int64_t align_up(int64_t x) { return (x + kAlign - 1) / kAlign * kAlign; }
 
-// Byte offsets of the workspace's parts for T tokens.
+// K splits of the down GEMM when the caller leaves the choice to the layer: 1. Splitting spreads the few
+// (expert, N tile) items of a small T over more SMs (GLM-5 at T=1: 384 items for 264 resident blocks), but
+// on the H200 the layer was 4-5% slower with 4 splits at T=1 (three runs, docs/perf/moe-decode.md): each
+// shorter item pays its work-list loads and pipeline refill, and the finalize reads 4x the partial sums.
+// Callers can still ask for 2, 4 or 8 (MoeForwardArgs::down_k_splits).
+constexpr int kDefaultDownKSplits = 1;
+
+// Byte offsets of the workspace's parts for T tokens; the deterministic finalize's fp32 buffer holds
+// `partial` rows of H (pairs x K splits), the atomic one T rows.
 struct WorkspaceLayout {
   int64_t flags, offsets, perm, inv, nchunks, chunk_expert, chunk_start, chunk_rows, act, partial, total;
 };
 
-WorkspaceLayout workspace_layout(const MoeShape& s, FinalizeMode mode, int64_t tokens) {
+WorkspaceLayout workspace_layout(const MoeShape& s, FinalizeMode mode, int64_t tokens, int64_t partial) {
   const int64_t pairs = tokens * s.top_k;
   // Chunks of at most 8 rows (the smallest block_m) per expert: bounds every config's chunk table.
   const int64_t max_chunks = (pairs + 7) / 8 + std::min(s.num_experts, pairs) + 1;
@@ -44,9 +53,27 @@ WorkspaceLayout workspace_layout(const MoeShape& s, FinalizeMode mode, int64_t t
   w.chunk_start = take(max_chunks * 4);
   w.chunk_rows = take(max_chunks * 4);
   w.act = take(pairs * s.intermediate * 2);
-  w.partial = take((mode == FinalizeMode::kDeterministic ? pairs : tokens) * s.hidden * 4);
+  w.partial = take((mode == FinalizeMode::kDeterministic ? partial : tokens) * s.hidden * 4);
   w.total = o;
   return w;
+}
+
+// Launches `kernel`; with `pdl` as a programmatic dependent launch (sm_90+) of the kernel enqueued just before
+// it: it may start while that one drains and waits inside for its results (kernels/ptx.cuh, griddepcontrol).
+template <class... KArgs, class... Args>
+cudaError_t launch(void (*kernel)(KArgs...), int64_t grid, int block, int64_t smem, cudaStream_t stream, bool pdl,
+                   Args&&... args) {
+  cudaLaunchConfig_t cfg{};
+  cfg.gridDim = dim3(static_cast<unsigned>(grid));
+  cfg.blockDim = dim3(static_cast<unsigned>(block));
+  cfg.dynamicSmemBytes = static_cast<size_t>(smem);
+  cfg.stream = stream;
+  cudaLaunchAttribute attr{};
+  attr.id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attr.val.programmaticStreamSerializationAllowed = 1;
+  cfg.attrs = &attr;
+  cfg.numAttrs = pdl ? 1 : 0;
+  return cudaLaunchKernelEx(&cfg, kernel, std::forward<Args>(args)...);
 }
 
 std::string shape_str(const MoeShape& s) {
@@ -269,6 +296,11 @@ int MoeLayer::block_m_for(int64_t num_tokens) const {
   return best;
 }
 
+int MoeLayer::down_k_splits_for(int64_t num_tokens) const {
+  (void)num_tokens;  // the same for every T today (kDefaultDownKSplits)
+  return impl_ ? kDefaultDownKSplits : 0;
+}
+
 std::string MoeLayer::describe(int64_t num_tokens) const {
   if (!impl_) return "MoeLayer (not initialised)";
   const Impl::Sel* s = impl_->pick(block_m_for(num_tokens));
@@ -276,13 +308,15 @@ std::string MoeLayer::describe(int64_t num_tokens) const {
   return "MoeLayer " + shape_str(impl_->shape) + " sm_" + std::to_string(impl_->arch) + ": T=" +
          std::to_string(num_tokens) + " -> block " + std::to_string(k->block_m) + "x" + std::to_string(k->block_n) +
          "x" + std::to_string(k->block_k) + ", " + std::to_string(k->stages) + " stages, " +
-         std::to_string(k->smem_bytes) + " B smem, " + std::to_string(s->blocks) + " persistent blocks, " +
+         std::to_string(k->smem_bytes) + " B smem, " + std::to_string(s->blocks) + " persistent blocks, down K in " +
+         std::to_string(down_k_splits_for(num_tokens)) + " split(s), " +
          (impl_->options.finalize == FinalizeMode::kDeterministic ? "deterministic" : "atomic") + " finalize";
 }
 
-size_t MoeLayer::workspace_size(int64_t max_tokens) const {
+size_t MoeLayer::workspace_size(int64_t max_tokens, int down_k_splits) const {
   if (!impl_ || max_tokens < 0) return 0;
-  return static_cast<size_t>(workspace_layout(impl_->shape, impl_->options.finalize, max_tokens).total);
+  const int64_t rows = max_tokens * impl_->shape.top_k * std::max(kDefaultDownKSplits, down_k_splits);
+  return static_cast<size_t>(workspace_layout(impl_->shape, impl_->options.finalize, max_tokens, rows).total);
 }
 
 Status MoeLayer::can_implement(const MoeForwardArgs& a) const {
@@ -296,12 +330,19 @@ Status MoeLayer::can_implement(const MoeForwardArgs& a) const {
     const int64_t pairs = a.num_tokens * s.top_k;
     const int64_t chunks = pairs / 8 + std::min(s.num_experts, pairs) + 1;
     const int64_t tiles = std::max(2 * s.intermediate, s.hidden) / 128;
-    if (chunks * tiles >= (int64_t{1} << 31))
+    if (chunks * tiles * std::max(1, a.down_k_splits) >= (int64_t{1} << 31))
       return invalid_argument("num_tokens " + std::to_string(a.num_tokens) +
                               " makes more than 2^31 GEMM work items for this shape; split the batch");
   }
   if (a.block_m != 0 && impl_->pick(a.block_m) == nullptr)
     return invalid_argument("block_m " + std::to_string(a.block_m) + " is not a built-in config (8, 16, 32, 64)");
+  if (a.down_k_splits != 0) {
+    const int64_t k_tiles = impl_->shape.intermediate / 256;
+    const int q = a.down_k_splits;
+    if ((q != 1 && q != 2 && q != 4 && q != 8) || k_tiles % q != 0)
+      return invalid_argument("down_k_splits must be 0 (the layer's choice) or 1, 2, 4 or 8 dividing intermediate / 256 = " +
+                              std::to_string(k_tiles) + ", got " + std::to_string(q));
+  }
   if (a.num_tokens == 0) return Status::ok();
   FP4MOE_RETURN_IF_ERROR(detail::check_device_pointer(a.hidden, 16, "hidden"));
   FP4MOE_RETURN_IF_ERROR(detail::check_device_pointer(a.output, 16, "output"));
@@ -314,11 +355,13 @@ Status MoeLayer::run(const MoeForwardArgs& a, void* workspace, size_t workspace_
                      unsigned phases) const {
   FP4MOE_RETURN_IF_ERROR(can_implement(a));
   const MoeShape& s = impl_->shape;
-  const WorkspaceLayout L = workspace_layout(s, impl_->options.finalize, a.num_tokens);
+  const int splits = a.down_k_splits ? a.down_k_splits : kDefaultDownKSplits;
+  const WorkspaceLayout L = workspace_layout(s, impl_->options.finalize, a.num_tokens, a.num_tokens * s.top_k * splits);
   if (workspace_bytes < static_cast<size_t>(L.total))
     return Status(StatusCode::kResourceExhausted, "workspace holds " + std::to_string(workspace_bytes) +
                                                       " bytes; " + std::to_string(a.num_tokens) + " tokens need " +
-                                                      std::to_string(L.total) + " (workspace_size)");
+                                                      std::to_string(L.total) + " (workspace_size" +
+                                                      (a.down_k_splits ? ", with down_k_splits " + std::to_string(splits) : std::string()) + ")");
   FP4MOE_RETURN_IF_ERROR(detail::check_device_pointer(workspace, kAlign, "workspace"));
   if (a.num_tokens == 0) return Status::ok();
   int dev = -1;
@@ -342,6 +385,18 @@ Status MoeLayer::run(const MoeForwardArgs& a, void* workspace, size_t workspace_
   const int32_t pairs = static_cast<int32_t>(a.num_tokens * s.top_k);
   const Impl::Sel* sel = impl_->pick(a.block_m ? a.block_m : block_m_for(a.num_tokens));
   const detail::MoeKernelSet& ks = *sel->set;
+  // Each GEMM / finalize kernel is a programmatic dependent of the kernel this call enqueued just before it
+  // (never of whatever the stream ran earlier: a phase run alone launches normally).
+#if defined(FP4MOE_NO_GRIDDEP)  // kernels built without griddepcontrol (an A/B build): plain launches only
+  const bool pdl_ok = false;
+#else
+  const bool pdl_ok = impl_->options.programmatic_launch && impl_->arch >= 90;
+#endif
+  const bool det = impl_->options.finalize == FinalizeMode::kDeterministic;
+  float* partial = reinterpret_cast<float*>(ws + L.partial);
+  // Fast mode accumulates with atomics into a zeroed buffer: zeroed first, so the kernels stay back to back.
+  if ((phases & kPhaseDown) && !det)
+    FP4MOE_CUDA_TRY(cudaMemsetAsync(partial, 0, static_cast<size_t>(a.num_tokens * s.hidden * 4), stream));
 
   if (phases & kPhaseRouting) {
     kernels::RoutingParams r{};
@@ -358,8 +413,8 @@ Status MoeLayer::run(const MoeForwardArgs& a, void* workspace, size_t workspace_
     r.chunk_start = i32(L.chunk_start);
     r.chunk_rows = i32(L.chunk_rows);
     r.error_flags = reinterpret_cast<uint32_t*>(ws + L.flags);
-    kernels::moe_routing_kernel<<<1, 1024, kernels::routing_smem_bytes(s.num_experts), stream>>>(r);
-    FP4MOE_CHECK_LAUNCH("moe_routing_kernel");
+    FP4MOE_CUDA_TRY(launch(kernels::moe_routing_kernel, 1, 1024, kernels::routing_smem_bytes(s.num_experts), stream,
+                           false, r));
   }
   kernels::MoeGemmParams g{};
   g.perm_pair = i32(L.perm);
@@ -379,13 +434,11 @@ Status MoeLayer::run(const MoeForwardArgs& a, void* workspace, size_t workspace_
     p.x = static_cast<const __nv_bfloat16*>(a.hidden);
     p.gather_tokens = true;
     p.act_out = reinterpret_cast<__nv_bfloat16*>(ws + L.act);
-    ks.gate_up<<<sel->blocks, ks.threads, ks.smem_bytes, stream>>>(p);
-    FP4MOE_CHECK_LAUNCH("moe_gemm_kernel<gate_up>");
+    p.k_splits = 1;  // SwiGLU needs the whole sum
+    FP4MOE_CUDA_TRY(launch(ks.gate_up, sel->blocks, ks.threads, ks.smem_bytes, stream,
+                           pdl_ok && (phases & kPhaseRouting), p));
   }
   if (phases & kPhaseDown) {
-    const bool det = impl_->options.finalize == FinalizeMode::kDeterministic;
-    float* partial = reinterpret_cast<float*>(ws + L.partial);
-    if (!det) FP4MOE_CUDA_TRY(cudaMemsetAsync(partial, 0, static_cast<size_t>(a.num_tokens * s.hidden * 4), stream));
     kernels::MoeGemmParams p = g;
     p.weights = impl_->pw2;
     p.scales = impl_->ps2;
@@ -395,19 +448,21 @@ Status MoeLayer::run(const MoeForwardArgs& a, void* workspace, size_t workspace_
     p.x = reinterpret_cast<const __nv_bfloat16*>(ws + L.act);
     p.gather_tokens = false;
     p.partial_out = partial;
-    (det ? ks.down_store : ks.down_atomic)<<<sel->blocks, ks.threads, ks.smem_bytes, stream>>>(p);
-    FP4MOE_CHECK_LAUNCH("moe_gemm_kernel<down>");
+    p.k_splits = splits;
+    p.split_stride = a.num_tokens * s.top_k * s.hidden;
+    FP4MOE_CUDA_TRY(launch(det ? ks.down_store : ks.down_atomic, sel->blocks, ks.threads, ks.smem_bytes, stream,
+                           pdl_ok && (phases & kPhaseGateUp), p));
     auto* out = static_cast<__nv_bfloat16*>(a.output);
     if (det) {
-      const int64_t n = a.num_tokens * (s.hidden / 8);
-      kernels::moe_finalize_gather_kernel<<<static_cast<unsigned>(ceil_div(n, 256)), 256, 0, stream>>>(
-          partial, i32(L.inv), static_cast<int32_t>(a.num_tokens), static_cast<int32_t>(s.top_k),
-          static_cast<int32_t>(s.hidden), out);
-      FP4MOE_CHECK_LAUNCH("moe_finalize_gather_kernel");
+      const int64_t n = a.num_tokens * (s.hidden / 4);
+      FP4MOE_CUDA_TRY(launch(kernels::moe_finalize_gather_kernel, ceil_div(n, 256), 256, 0, stream, pdl_ok,
+                             static_cast<const float*>(partial), static_cast<int32_t>(splits), p.split_stride,
+                             static_cast<const int32_t*>(i32(L.inv)), static_cast<int32_t>(a.num_tokens),
+                             static_cast<int32_t>(s.top_k), static_cast<int32_t>(s.hidden), out));
     } else {
       const int64_t n = a.num_tokens * s.hidden;
-      kernels::moe_finalize_convert_kernel<<<static_cast<unsigned>(ceil_div(n / 8, 256)), 256, 0, stream>>>(partial, n, out);
-      FP4MOE_CHECK_LAUNCH("moe_finalize_convert_kernel");
+      FP4MOE_CUDA_TRY(launch(kernels::moe_finalize_convert_kernel, ceil_div(n / 8, 256), 256, 0, stream, pdl_ok,
+                             static_cast<const float*>(partial), n, out));
     }
   }
   return Status::ok();
@@ -416,7 +471,7 @@ Status MoeLayer::run(const MoeForwardArgs& a, void* workspace, size_t workspace_
 MoeWorkspaceView MoeLayer::workspace_view(const void* workspace, int64_t num_tokens) const {
   MoeWorkspaceView v;
   if (!impl_ || workspace == nullptr) return v;
-  const WorkspaceLayout L = workspace_layout(impl_->shape, impl_->options.finalize, num_tokens);
+  const WorkspaceLayout L = workspace_layout(impl_->shape, impl_->options.finalize, num_tokens, 0);
   const uint8_t* ws = static_cast<const uint8_t*>(workspace);
   v.expert_offsets = reinterpret_cast<const int32_t*>(ws + L.offsets);
   v.perm_pair = reinterpret_cast<const int32_t*>(ws + L.perm);

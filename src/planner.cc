@@ -131,7 +131,7 @@ KernelPlan plan_one(const std::string& gemm, int64_t n, int64_t k, int bm, int b
   p.block_m = bm, p.block_n = bn, p.block_k = bk;
   p.limit = a.smem_per_block;
   p.stages = stages ? *stages : moe_gemm_planned_stages(bm, bn, bk, a.cc);
-  p.smem = moe_gemm_smem_layout(bm, bn, bk, std::max(p.stages, 1));
+  p.smem = moe_gemm_smem_layout(bm, bn, bk, std::max(p.stages, 1), moe_gemm_act_layout(a.cc, bm));
   p.shipped = shipped;
   const int threads = bn / 16 * 32;
   p.blocks_per_sm_smem = static_cast<int>(a.smem_per_sm / (p.smem.total + kReservedSmemPerBlock));
@@ -141,13 +141,14 @@ KernelPlan plan_one(const std::string& gemm, int64_t n, int64_t k, int bm, int b
   const std::string parts = with_commas(L.total) + " B = " + std::to_string(p.stages) + " stages x " +
                             with_commas(L.stage_bytes) + " (weights " + with_commas(L.weight_tile) + " + scales " +
                             with_commas(L.scale_tile) + " + activations " + with_commas(L.act_tile) +
-                            " + row padding " + with_commas(L.act_padding) + ")";
+                            (L.act_layout == MoeActLayout::kSwizzled128 ? std::string(", 128-byte swizzled for wgmma)")
+                                                                        : " + row padding " + with_commas(L.act_padding) + ")");
   if (p.stages < 2) {
-    p.reason = "does not fit: even 2 stages need " + with_commas(moe_gemm_smem_layout(bm, bn, bk, 2).total) +
+    p.reason = "does not fit: even 2 stages need " + with_commas(moe_gemm_smem_layout(bm, bn, bk, 2, moe_gemm_act_layout(a.cc, bm)).total) +
                " B; limit " + with_commas(p.limit);
   } else if (L.total > p.limit) {
     p.reason = "over by " + with_commas(L.total - p.limit) + ": needs " + parts + "; limit " + with_commas(p.limit) +
-               "; use " + std::to_string(moe_gemm_max_stages(bm, bn, bk, p.limit)) + " stages";
+               "; use " + std::to_string(moe_gemm_max_stages(bm, bn, bk, p.limit, moe_gemm_act_layout(a.cc, bm))) + " stages";
   } else if (n % bn != 0 || k % bk != 0) {
     p.reason = "tile does not divide the GEMM: N=" + std::to_string(n) + " % " + std::to_string(bn) + ", K=" +
                std::to_string(k) + " % " + std::to_string(bk);

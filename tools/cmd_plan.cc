@@ -64,7 +64,8 @@ nlohmann::json plan_json(const KernelPlan& p) {
           {"limit", p.limit},     {"fits", p.fits},
           {"shipped", p.shipped}, {"blocks_per_sm", p.blocks_per_sm},
           {"breakdown", {{"weights", L.weight_tile}, {"scales", L.scale_tile}, {"activations", L.act_tile},
-                         {"act_row_padding", L.act_padding}, {"stage_bytes", L.stage_bytes},
+                         {"act_row_padding", L.act_padding},
+                         {"act_layout", L.act_layout == MoeActLayout::kSwizzled128 ? "swizzled128" : "padded_rows"}, {"stage_bytes", L.stage_bytes},
                          {"epilogue", L.epilogue}, {"barriers", L.barriers}}},
           {"reason", p.reason}};
 }

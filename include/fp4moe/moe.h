@@ -49,6 +49,10 @@ struct MoeLayerOptions {
   GlobalScaleKind global_scale_kind = GlobalScaleKind::kQuantize;
   FinalizeMode finalize = FinalizeMode::kDeterministic;
   int block_m = 0;  // 0: chosen per call (tuning cache, else heuristic); else one of kernel_block_ms()
+  // sm_90+: launch each kernel of a forward pass as a programmatic dependent of the one before, so it starts
+  // while that one drains (the down GEMM streams its first weights before gate_up has finished). Off: plain
+  // stream order (same results, bit for bit).
+  bool programmatic_launch = true;
   // Tuning cache read at init: "" = the default location (tuning.h), "none" = do not read one.
   std::string tuning_cache = "";
 };
@@ -60,6 +64,10 @@ struct MoeForwardArgs {
   const float* topk_weights = nullptr;  // [T, k]; non-finite weights are skipped and reported
   void* output = nullptr;              // bf16 [T, H], 16-byte aligned
   int block_m = 0;                     // 0: the layer's choice for T (tuned or heuristic); else a kernel_block_ms() value
+  // K ranges of the down GEMM (summed in a fixed order by the deterministic finalize): 0 = the layer's choice
+  // (1: splitting did not pay on the H200, see src/moe_layer.cu); else 1, 2, 4 or 8 dividing intermediate / 256.
+  // The workspace must then hold T * k * splits fp32 rows of H: workspace_size(T, down_k_splits).
+  int down_k_splits = 0;
 };
 
 // Which parts of forward() to enqueue (benchmarks time them one by one; the default runs all). Running
@@ -94,8 +102,9 @@ class MoeLayer {
               const Nvfp4ExpertWeights& w2, cudaStream_t stream);
 
   Status can_implement(const MoeForwardArgs& args) const;
-  // Workspace for up to `max_tokens` tokens (routing tables, the SwiGLU output, finalize buffers).
-  size_t workspace_size(int64_t max_tokens) const;
+  // Workspace for up to `max_tokens` tokens (routing tables, the SwiGLU output, finalize buffers), for the
+  // layer's own down_k_splits choice, or also for `down_k_splits` (MoeForwardArgs) forced by the caller.
+  size_t workspace_size(int64_t max_tokens, int down_k_splits = 0) const;
   // Enqueues the layer on `stream`: no allocation, no host synchronisation (CUDA-graph capturable).
   Status run(const MoeForwardArgs& args, void* workspace, size_t workspace_bytes, cudaStream_t stream,
              unsigned phases = kPhaseAll) const;
@@ -112,6 +121,8 @@ class MoeLayer {
 
   // Block size along M that run() uses for `num_tokens`, and a one-line description of the configs.
   int block_m_for(int64_t num_tokens) const;
+  // K splits of the down GEMM that run() uses for `num_tokens` when MoeForwardArgs::down_k_splits is 0.
+  int down_k_splits_for(int64_t num_tokens) const;
   std::string describe(int64_t num_tokens) const;
   const MoeShape& shape() const;
   size_t prepacked_bytes() const;

@@ -34,12 +34,27 @@ constexpr int64_t smem_per_sm(int cc) {
 // The runtime reserves 1 KB of shared memory per block (cudaDevAttrReservedSharedMemoryPerBlock).
 inline constexpr int64_t kReservedSmemPerBlock = 1024;
 
+// How a stage's bf16 activation tile sits in shared memory; the MMA instruction decides.
+enum class MoeActLayout {
+  kPaddedRows,   // mma.sync + ldmatrix (sm_80..sm_120): token rows of kBlockK bf16, each padded by 16 B so
+                 // the 8 rows one ldmatrix reads fall in different banks
+  kSwizzled128,  // wgmma (sm_90a): K-major slices of 64 bf16 (128 B) per token, 8-row atoms of 1024 B with
+                 // the 128-byte swizzle the tensor cores read through a matrix descriptor; no padding
+};
+// Hopper (sm_90) runs the wgmma kernels for tiles of 32 or more tokens; every other tile and arch the
+// portable mma.sync ones. Measured on the H200 (docs/perf/moe-decode.md): wgmma's fences and waits per 64-wide
+// K group cost more than they save while an item holds 8 or 16 tokens (8-15% slower at T = 1..256), and
+// from 32 tokens on it is 11-27% faster (T = 512..4096).
+constexpr MoeActLayout moe_gemm_act_layout(int cc, int block_m) {
+  return cc == 90 && block_m >= 32 ? MoeActLayout::kSwizzled128 : MoeActLayout::kPaddedRows;
+}
+
 // Breakdown of one kernel config's shared memory, every byte accounted for.
 struct MoeGemmSmemLayout {
   int64_t weight_tile = 0;     // 4-bit weights of one stage: kBlockN x kBlockK / 2
   int64_t scale_tile = 0;      // UE5M3 block scales of one stage: kBlockN x kBlockK / 16
   int64_t act_tile = 0;        // bf16 activations of one stage: kBlockM rows x kBlockK (unpadded)
-  int64_t act_padding = 0;     // 16 B per activation row so ldmatrix rows fall in different banks
+  int64_t act_padding = 0;     // kPaddedRows: 16 B per activation row so ldmatrix rows fall in different banks; else 0
   int64_t stage_bytes = 0;     // sum of the four above
   int stages = 0;
   int64_t pipeline = 0;        // stages x stage_bytes
@@ -48,16 +63,25 @@ struct MoeGemmSmemLayout {
   int64_t total = 0;           // dynamic shared memory the kernel requests
   // offsets of stage s's buffers: base(s) = s * stage_bytes
   int64_t weight_offset = 0, scale_offset = 0, act_offset = 0;
-  int64_t act_row_stride = 0;  // bytes between activation rows in shared memory
+  MoeActLayout act_layout = MoeActLayout::kPaddedRows;
+  int64_t act_row_stride = 0;  // bytes between activation rows (kSwizzled128: inside one 64-wide K slice)
+  int64_t act_slice_bytes = 0; // kSwizzled128: bytes of one 64-wide K slice of all kBlockM rows (0 otherwise)
 };
 
-constexpr MoeGemmSmemLayout moe_gemm_smem_layout(int block_m, int block_n, int block_k, int stages) {
+constexpr MoeGemmSmemLayout moe_gemm_smem_layout(int block_m, int block_n, int block_k, int stages,
+                                                 MoeActLayout act = MoeActLayout::kPaddedRows) {
   MoeGemmSmemLayout l{};
   l.weight_tile = int64_t{block_n} * block_k / 2;
   l.scale_tile = int64_t{block_n} * block_k / 16;
-  l.act_row_stride = int64_t{block_k} * 2 + 16;
+  l.act_layout = act;
   l.act_tile = int64_t{block_m} * block_k * 2;
-  l.act_padding = int64_t{block_m} * 16;
+  if (act == MoeActLayout::kPaddedRows) {
+    l.act_row_stride = int64_t{block_k} * 2 + 16;
+    l.act_padding = int64_t{block_m} * 16;
+  } else {
+    l.act_row_stride = 128;
+    l.act_slice_bytes = int64_t{block_m} * 128;
+  }
   l.stage_bytes = l.weight_tile + l.scale_tile + l.act_tile + l.act_padding;
   l.stages = stages;
   l.pipeline = l.stage_bytes * stages;
@@ -69,14 +93,17 @@ constexpr MoeGemmSmemLayout moe_gemm_smem_layout(int block_m, int block_n, int b
 }
 
 // Largest stage count whose layout fits `budget` bytes (0 when not even one stage fits).
-constexpr int moe_gemm_max_stages(int block_m, int block_n, int block_k, int64_t budget) {
-  const int64_t per = moe_gemm_smem_layout(block_m, block_n, block_k, 1).stage_bytes;
+constexpr int moe_gemm_max_stages(int block_m, int block_n, int block_k, int64_t budget,
+                                  MoeActLayout act = MoeActLayout::kPaddedRows) {
+  const int64_t per = moe_gemm_smem_layout(block_m, block_n, block_k, 1, act).stage_bytes;
   return per > 0 ? static_cast<int>(budget / per) : 0;
 }
 
 // Blocks per SM a config is planned for: on the 228 KB parts two (so one block's copy latency hides
 // behind the other's math), three for the lightest decode tile (more warps to issue from: its 8-token
 // tiles leave registers to spare); on the 100 KB parts one. __launch_bounds__ caps registers to match.
+// (A 128-token tile at one block per SM -- 248 registers, no spills -- was measured 20-33% slower than the
+// 64-token one at T = 2048 and 4096 on the H200, and is not shipped.)
 constexpr int moe_gemm_blocks_per_sm(int block_m, int cc) {
   if (smem_per_sm(cc) < 200 * 1024) return 1;
   return block_m <= 8 ? 3 : 2;
@@ -91,7 +118,7 @@ inline constexpr int kMaxStages = 6;  // deeper than this adds no bandwidth (Lit
 
 // Stage count a (block_m, block_n, block_k) config gets on `cc`: as many as fit the budget, at most kMaxStages.
 constexpr int moe_gemm_planned_stages(int block_m, int block_n, int block_k, int cc) {
-  const int s = moe_gemm_max_stages(block_m, block_n, block_k, moe_gemm_stage_budget(block_m, cc));
+  const int s = moe_gemm_max_stages(block_m, block_n, block_k, moe_gemm_stage_budget(block_m, cc), moe_gemm_act_layout(cc, block_m));
   return s < kMaxStages ? s : kMaxStages;
 }
 
@@ -109,7 +136,11 @@ struct MoeGemmConfig {
   static constexpr int kNTiles8 = kBlockM / 8;  // MMA n-tiles per warp
   // Blocks per SM the stage budget was planned for: caps registers via __launch_bounds__.
   static constexpr int kMinBlocksPerSm = moe_gemm_blocks_per_sm(kBlockM, kArch);
-  static constexpr MoeGemmSmemLayout kSmem = moe_gemm_smem_layout(kBlockM, kBlockN, kBlockK, kStages);
+  // wgmma (sm_90): one warpgroup = 4 warps = 64 weight rows per m64nNk16; N = the item's tokens rounded up
+  // to 8, 16, 32 or 64 (at most kBlockM).
+  static constexpr bool kWgmma = moe_gemm_act_layout(kArch, kBlockM) == MoeActLayout::kSwizzled128;
+  static constexpr MoeGemmSmemLayout kSmem =
+      moe_gemm_smem_layout(kBlockM, kBlockN, kBlockK, kStages, moe_gemm_act_layout(kArch, kBlockM));
   static constexpr int64_t kSmemBytes = kSmem.total;
 
   static_assert(kBlockM % 8 == 0 && kBlockM >= 8 && kBlockM <= 128, "kBlockM: multiple of 8 in [8, 128]");
@@ -118,6 +149,10 @@ struct MoeGemmConfig {
   static_assert(kStages >= 2, "kStages: at least 2 for the copy to overlap the math");
   static_assert(smem_optin_per_block(kArch) > 0, "kArch: unknown architecture");
   static_assert(kSmemBytes <= smem_optin_per_block(kArch), "config does not fit the architecture's shared memory");
+  static_assert(!kWgmma || (kBlockN % 64 == 0 && kBlockM <= 64),
+                "wgmma: whole warpgroups of 64 weight rows; at most 64 tokens (accumulator registers)");
+  static_assert(!kWgmma || (kSmem.act_offset % 1024 == 0 && kSmem.stage_bytes % 1024 == 0),
+                "wgmma: every stage's activation slices must start on a 1024-byte swizzle atom");
 };
 
 }  // namespace fp4moe

@@ -69,11 +69,13 @@ struct Case {
   FinalizeMode finalize = FinalizeMode::kDeterministic;
   bool gate_first = true;
   bool dequant_kind = false;
+  int down_k_splits = 0;  // 0: the layer's choice
+  bool pdl = true;        // MoeLayerOptions::programmatic_launch
   std::string name() const {
     return "T" + std::to_string(T) + "_E" + std::to_string(E) + "_H" + std::to_string(H) + "_I" + std::to_string(I) +
            "_k" + std::to_string(k) + "_" + testing::routing_name(routing) + "_bm" + std::to_string(block_m) +
            (finalize == FinalizeMode::kAtomic ? "_atomic" : "_det") + (gate_first ? "_gatefirst" : "_upfirst") +
-           (dequant_kind ? "_ws2" : "");
+           (dequant_kind ? "_ws2" : "") + "_splits" + std::to_string(down_k_splits) + (pdl ? "" : "_nopdl");
   }
 };
 
@@ -98,13 +100,14 @@ struct Problem {
     o.finalize = c.finalize;
     o.gate_up_order = c.gate_first ? GateUpOrder::kGateFirst : GateUpOrder::kUpFirst;
     o.global_scale_kind = c.dequant_kind ? GlobalScaleKind::kDequantize : GlobalScaleKind::kQuantize;
+    o.programmatic_launch = c.pdl;
     const Status st = layer.init(shape, o, w13.device(), w2.device(), nullptr);
     ASSERT_TRUE(st.is_ok()) << st.to_string();
     hidden.alloc(in.hidden.size() * 2);
     ids.alloc(in.ids.size() * 4);
     weights.alloc(in.weights.size() * 4);
     out.alloc(static_cast<size_t>(c.T * c.H * 2));
-    ws.alloc(layer.workspace_size(c.T));
+    ws.alloc(layer.workspace_size(c.T, c.down_k_splits));
     ASSERT_TRUE(hidden.upload(in.hidden) && ids.upload(in.ids) && weights.upload(in.weights));
   }
   MoeForwardArgs args() const {
@@ -114,6 +117,7 @@ struct Problem {
     a.topk_ids = ids.as<int32_t>();
     a.topk_weights = weights.as<float>();
     a.output = out.get();
+    a.down_k_splits = c.down_k_splits;
     return a;
   }
   // Poisons output and workspace (0xFF bytes: bf16 NaN), runs, synchronises.

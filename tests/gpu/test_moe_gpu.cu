@@ -50,7 +50,37 @@ MOE_CASE(T200_E16_k4_BlockM8, 200, 16, 256, 256, 4, Routing::kUniform, 8)
 MOE_CASE(T200_E16_k4_BlockM16, 200, 16, 256, 256, 4, Routing::kUniform, 16)
 MOE_CASE(T200_E16_k4_BlockM32, 200, 16, 256, 256, 4, Routing::kUniform, 32)
 MOE_CASE(T200_E16_k4_BlockM64, 200, 16, 256, 256, 4, Routing::kSkewed, 64)
+MOE_CASE(T300_E8_k4_BlockM64_I512, 300, 8, 256, 512, 4, Routing::kUniform, 64)
+MOE_CASE(T500_E16_k4_BlockM32_Skewed_Atomic, 500, 16, 256, 512, 4, Routing::kSkewed, 32, FinalizeMode::kAtomic)
 MOE_CASE(Glm5FullShape_T3, 3, 256, 6144, 2048, 8)
+// The down GEMM split along K (partial sums per K range, summed in order by the finalize, or atomics).
+MOE_CASE(Glm5FullShape_T1_DownSplits4, 1, 256, 6144, 2048, 8, Routing::kUniform, 0, FinalizeMode::kDeterministic, true, false, 4)
+MOE_CASE(T3_E8_I1024_DownSplits4, 3, 8, 256, 1024, 2, Routing::kUniform, 0, FinalizeMode::kDeterministic, true, false, 4)
+MOE_CASE(T5_E8_I2048_DownSplits8_Atomic, 5, 8, 256, 2048, 2, Routing::kUniform, 16, FinalizeMode::kAtomic, true, false, 8)
+MOE_CASE(T70_E16_I1024_DownSplits2_BlockM64_NoPdl, 70, 16, 256, 1024, 4, Routing::kSkewed, 64, FinalizeMode::kDeterministic, true, false, 2, false)
+
+// Programmatic dependent launch changes when kernels start, never what they compute.
+TEST(MoeGpu, ProgrammaticLaunchIsBitIdenticalToPlainLaunch) {
+  FP4MOE_SKIP_WITHOUT_GPU();
+  Problem p;
+  p.setup(Case{6, 16, 512, 1024, 4, Routing::kUniform, 0, FinalizeMode::kDeterministic, true, false, 4, true},
+          testing::fresh_seed() % 1000003);
+  if (HasFatalFailure()) return;
+  p.run_poisoned();
+  if (HasFatalFailure()) return;
+  check_against_reference(p);
+  const auto with_pdl = p.out.download<uint16_t>(static_cast<size_t>(6 * 512));
+  MoeLayerOptions o;
+  o.programmatic_launch = false;
+  MoeLayer plain;
+  const Status st = plain.init(MoeShape{16, 512, 1024, 4}, o, p.w13.device(), p.w2.device(), nullptr);
+  ASSERT_TRUE(st.is_ok()) << st.to_string();
+  ASSERT_TRUE(p.out.poison(0xFF));
+  const Status r = plain.run(p.args(), p.ws.get(), p.ws.bytes(), nullptr);
+  ASSERT_TRUE(r.is_ok()) << r.to_string();
+  ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  EXPECT_EQ(p.out.download<uint16_t>(with_pdl.size()), with_pdl) << "plain and programmatic launches differ";
+}
 
 TEST(MoeGpu, DeterministicRunsAreBitIdenticalAndGraphReplayMatches) {
   FP4MOE_SKIP_WITHOUT_GPU();

@@ -43,6 +43,8 @@ TEST(MoeRobustness, EveryBadForwardArgumentIsRejectedAndNothingIsWritten) {
       {"negative tokens", [](MoeForwardArgs& a, void*&, size_t&) { a.num_tokens = -1; }, StatusCode::kInvalidArgument, "num_tokens must be >= 0"},
       {"T*k past 2^30", [](MoeForwardArgs& a, void*&, size_t&) { a.num_tokens = int64_t{1} << 30; }, StatusCode::kInvalidArgument, "below 2^30"},
       {"unknown block_m", [](MoeForwardArgs& a, void*&, size_t&) { a.block_m = 24; }, StatusCode::kInvalidArgument, "block_m 24"},
+      {"down_k_splits not a power of two", [](MoeForwardArgs& a, void*&, size_t&) { a.down_k_splits = 3; }, StatusCode::kInvalidArgument, "down_k_splits must be"},
+      {"down_k_splits not dividing I/256", [](MoeForwardArgs& a, void*&, size_t&) { a.down_k_splits = 2; }, StatusCode::kInvalidArgument, "dividing intermediate / 256 = 1, got 2"},
       {"workspace too small", [](MoeForwardArgs&, void*&, size_t& b) { b -= 1; }, StatusCode::kResourceExhausted, "workspace_size"},
       {"workspace null", [](MoeForwardArgs&, void*& w, size_t&) { w = nullptr; }, StatusCode::kInvalidArgument, "workspace is null"},
       // (the size stays as allocated: the call is rejected before anything touches the buffer)
@@ -109,6 +111,9 @@ TEST(MoeRobustness, FuzzAgainstReference) {
     // with E * H * I, and 500 cases should fit in two minutes).
     c.H = pick(0, 9) == 0 ? 512 : 256;
     c.I = pick(0, 9) == 0 ? 512 : 256;
+    // The down GEMM's K splits: the layer's choice, or any valid forced count (I = 512 allows 2).
+    c.down_k_splits = static_cast<int>(pick(0, 2)) == 0 ? static_cast<int>(pick(1, c.I / 256)) : 0;
+    c.pdl = pick(0, 3) != 0;
     c.T = pick(0, 9) == 0 ? pick(0, 2) : pick(0, 600);
     const int r = static_cast<int>(pick(0, 3));
     c.routing = r == 0 ? Routing::kSkewed : r == 1 ? Routing::kOneExpert : Routing::kUniform;
