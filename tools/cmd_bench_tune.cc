@@ -9,6 +9,8 @@
 #include <string>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "fp4moe/planner.h"
 #include "fp4moe/tuning.h"
 #include "fp4moe/version.h"
@@ -26,12 +28,14 @@ struct BenchOpts {
   std::vector<int64_t> tokens = {1, 8, 64, 256, 512, 1024, 2048, 4096};
   double zipf_s = 1.2;
   int block_m = 0, iters = 20;
+  std::string* json_text = nullptr;  // also hand the JSON to the caller (report)
 };
 
 struct TuneOpts {
   std::string model = "glm5", cache;
   int64_t max_tokens = 4096;
   double budget_s = 10;
+  std::string* json_text = nullptr;  // the tuned table as JSON, for the caller (report)
 };
 
 // A progress bar on a terminal, plain lines otherwise.
@@ -95,6 +99,7 @@ int run_bench(const BenchOpts& o) {
   }
   bench::print_moe_bench(b, dev, rows, stdout);
   if (!o.json.empty() && !write_file(o.json, bench::moe_bench_json(b, dev, rows))) return 1;
+  if (o.json_text) *o.json_text = bench::moe_bench_json(b, dev, rows);
   if (!o.csv.empty() && !write_file(o.csv, bench::moe_bench_csv(rows))) return 1;
   if (!o.plot.empty()) {
     // tools/roofline.py reads the text table: write it beside the plot and call Debian's python3.
@@ -172,9 +177,12 @@ int run_tune(const TuneOpts& o) {
   if (!note.empty()) std::printf("%s\n", note.c_str());
   std::printf("\n%s on %s: %zu tokens buckets, %.1f s\n%8s %14s %12s %14s %12s %8s\n", m->name, dev.info.name.c_str(),
               rows.size(), secs, "tokens", "heuristic bm", "us", "tuned bm", "us", "gain");
+  nlohmann::json jt = {{"gpu", dev.info.name}, {"seconds", secs}, {"cache", o.cache.empty() ? default_tuning_cache_path() : o.cache}};
   for (const auto& r : rows) {
     const auto h = r.layer_us_by_bm.find(r.heuristic_bm);
     const double hus = h == r.layer_us_by_bm.end() ? 0 : h->second;
+    jt["buckets"].push_back({{"tokens", r.T}, {"heuristic_block_m", r.heuristic_bm}, {"heuristic_us", hus},
+                             {"tuned_block_m", r.block_m}, {"tuned_us", r.layer_us}});
     cache.record(m->shape, FinalizeMode::kDeterministic, r.T, TunedChoice{r.block_m, r.layer_us});
     std::printf("%8lld %14d %12.1f %14d %12.1f %7.2fx\n", static_cast<long long>(r.T), r.heuristic_bm, hus, r.block_m,
                 r.layer_us, hus > 0 ? hus / r.layer_us : 0.0);
@@ -187,6 +195,7 @@ int run_tune(const TuneOpts& o) {
     return 1;
   }
   std::printf("wrote %s (%zu entries)\n", path.c_str(), cache.size());
+  if (o.json_text) *o.json_text = jt.dump();
   return 0;
 #else
   return 2;
@@ -194,6 +203,22 @@ int run_tune(const TuneOpts& o) {
 }
 
 }  // namespace
+
+int tune_model(const std::string& model, double budget_s, std::string* json) {
+  TuneOpts o;
+  o.model = model;
+  o.budget_s = budget_s;
+  o.json_text = json;
+  return run_tune(o);
+}
+
+int bench_model(const std::string& model, const std::string& plot, std::string* json) {
+  BenchOpts o;
+  o.model = model;
+  o.plot = plot;
+  o.json_text = json;
+  return run_bench(o);
+}
 
 void add_bench_and_tune(CLI::App& app, int* rc) {
   auto b = std::make_shared<BenchOpts>();

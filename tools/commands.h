@@ -11,4 +11,9 @@ void add_plan(CLI::App& app, int* rc);
 void add_report(CLI::App& app, int* rc);
 void add_bench_and_tune(CLI::App& app, int* rc);
 
+// Used by `report` on a GPU: tune the model's layer within `budget_s` into the default tuning cache, then
+// benchmark it (roofline drawn to `plot`); each returns an exit code and its results as JSON text.
+int tune_model(const std::string& model, double budget_s, std::string* json);
+int bench_model(const std::string& model, const std::string& plot, std::string* json);
+
 }  // namespace fp4moe::cli

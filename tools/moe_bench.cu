@@ -96,7 +96,7 @@ Status run_moe_bench(const MoeBenchOptions& o, MoeBenchDevice* dev, std::vector<
   }
 
   // Weights: random NVFP4 codes and scales in the checkpoint layout, prepacked by the layer.
-  MoeLayer layer;
+  MoeLayer layer, layer_plain, layer_atomic;
   {
     DevBuf w13p, w13s, w2p, w2s, g13, g2;
     FP4MOE_RETURN_IF_ERROR(w13p.alloc(E * 2 * I * H / 2));
@@ -112,8 +112,15 @@ Status run_moe_bench(const MoeBenchOptions& o, MoeBenchDevice* dev, std::vector<
     const std::vector<float> gs(static_cast<size_t>(E), 1000.0f);
     FP4MOE_CUDA_TRY(cudaMemcpy(g13.p, gs.data(), E * 4, cudaMemcpyHostToDevice));
     FP4MOE_CUDA_TRY(cudaMemcpy(g2.p, gs.data(), E * 4, cudaMemcpyHostToDevice));
-    FP4MOE_RETURN_IF_ERROR(layer.init(o.shape, MoeLayerOptions{}, {w13p.p, w13s.p, static_cast<float*>(g13.p)},
-                                      {w2p.p, w2s.p, static_cast<float*>(g2.p)}, nullptr));
+    const Nvfp4ExpertWeights w13{w13p.p, w13s.p, static_cast<float*>(g13.p)}, w2{w2p.p, w2s.p, static_cast<float*>(g2.p)};
+    FP4MOE_RETURN_IF_ERROR(layer.init(o.shape, MoeLayerOptions{}, w13, w2, nullptr));
+    if (o.phases) {  // the same weights in the two variants the benchmark compares against
+      MoeLayerOptions plain, atomic;
+      plain.programmatic_launch = false;
+      atomic.finalize = FinalizeMode::kAtomic;
+      FP4MOE_RETURN_IF_ERROR(layer_plain.init(o.shape, plain, w13, w2, nullptr));
+      FP4MOE_RETURN_IF_ERROR(layer_atomic.init(o.shape, atomic, w13, w2, nullptr));
+    }
   }
   // cuBLAS baseline: bf16 weights of every expert.
   DevBuf cw13, cw2;
@@ -136,7 +143,7 @@ Status run_moe_bench(const MoeBenchOptions& o, MoeBenchDevice* dev, std::vector<
     if (o.progress) o.progress(ti, o.tokens.size(), T);
     // Routing sets rotated between iterations so the active experts' weights are not L2-resident.
     const int sets = T <= 64 ? 16 : 4;
-    const size_t ws_bytes = layer.workspace_size(T);
+    const size_t ws_bytes = layer.workspace_size(T, T <= 8 ? 4 : 0);  // room for the 4-split comparison
     std::vector<DevBuf> ws(sets), ids(sets), wts(sets);
     DevBuf hid, out;
     FP4MOE_RETURN_IF_ERROR(hid.alloc(T * H * 2));
@@ -161,10 +168,11 @@ Status run_moe_bench(const MoeBenchOptions& o, MoeBenchDevice* dev, std::vector<
       FP4MOE_CUDA_TRY(cudaMemcpy(wts[s].p, h_w.data(), T * K * 4, cudaMemcpyHostToDevice));
     }
     r.active /= sets;
-    int bm_override = 0;
+    int bm_override = 0, splits_override = 0;
     auto args = [&](int i) {
       MoeForwardArgs a;
       a.block_m = bm_override;
+      a.down_k_splits = splits_override;
       a.hidden = hid.p;
       a.num_tokens = T;
       a.topk_ids = static_cast<int32_t*>(ids[i % sets].p);
@@ -173,15 +181,16 @@ Status run_moe_bench(const MoeBenchOptions& o, MoeBenchDevice* dev, std::vector<
       return a;
     };
     Status failed;
-    auto phase = [&](unsigned ph) {
+    // (the deterministic layer's workspace also fits the variants: their partial buffers are not larger)
+    auto phase = [&](unsigned ph, const MoeLayer& l) {
       // Routing for every set first, so a phase timed alone finds its tables in the workspace.
       for (int s = 0; s < sets; ++s) {
-        const Status st = layer.run(args(s), ws[s].p, ws_bytes, nullptr, kPhaseRouting);
+        const Status st = l.run(args(s), ws[s].p, ws_bytes, nullptr, kPhaseRouting);
         if (!st.is_ok()) failed = st;
       }
       return time_events(
           [&](int i) {
-            const Status st = layer.run(args(i), ws[i % sets].p, ws_bytes, nullptr, ph);
+            const Status st = l.run(args(i), ws[i % sets].p, ws_bytes, nullptr, ph);
             if (!st.is_ok()) failed = st;
           },
           sets, std::max(o.min_iters, 2 * sets));
@@ -189,7 +198,7 @@ Status run_moe_bench(const MoeBenchOptions& o, MoeBenchDevice* dev, std::vector<
     r.layer_us = 1e30;
     for (int bm : block_ms) {
       bm_override = bm;
-      const double us = phase(kPhaseAll).median_us;
+      const double us = phase(kPhaseAll, layer).median_us;
       FP4MOE_RETURN_IF_ERROR(failed);
       r.layer_us_by_bm[bm] = us;
       if (us < r.layer_us) {
@@ -199,9 +208,16 @@ Status run_moe_bench(const MoeBenchOptions& o, MoeBenchDevice* dev, std::vector<
     }
     bm_override = r.block_m;
     if (o.phases) {
-      r.route_us = phase(kPhaseRouting).median_us;
-      r.gate_up_us = phase(kPhaseGateUp).median_us;
-      r.down_us = phase(kPhaseDown).median_us;
+      r.route_us = phase(kPhaseRouting, layer).median_us;
+      r.gate_up_us = phase(kPhaseGateUp, layer).median_us;
+      r.down_us = phase(kPhaseDown, layer).median_us;
+      r.layer_plain_us = phase(kPhaseAll, layer_plain).median_us;
+      r.layer_atomic_us = phase(kPhaseAll, layer_atomic).median_us;
+      if (T <= 8 && (I / 256) % 4 == 0) {  // the evidence for the layer's default of 1 split (src/moe_layer.cu)
+        splits_override = 4;
+        r.layer_split4_us = phase(kPhaseAll, layer).median_us;
+        splits_override = 0;
+      }
       FP4MOE_RETURN_IF_ERROR(failed);
     }
     FP4MOE_RETURN_IF_ERROR(layer.check(ws[0].p, nullptr));
@@ -274,7 +290,15 @@ void print_moe_bench(const MoeBenchOptions& o, const MoeBenchDevice& dev, const 
   for (const auto& r : rows) {
     std::fprintf(f, "  T=%lld: max tokens on one expert %d; layer us by block_m:", static_cast<long long>(r.T), r.max_per_expert);
     for (const auto& [bm, us] : r.layer_us_by_bm) std::fprintf(f, " bm%d %.0f", bm, us);
-    std::fprintf(f, " (heuristic picks %d)\n", r.heuristic_bm);
+    std::fprintf(f, " (heuristic picks %d)", r.heuristic_bm);
+    if (r.layer_plain_us > 0)
+      std::fprintf(f, "; at bm%d: %.1f us, without programmatic launch %.1f us (%+.1f%%), atomic finalize %.1f us (%+.1f%%)",
+                   r.block_m, r.layer_us, r.layer_plain_us, 100.0 * (r.layer_plain_us / r.layer_us - 1.0),
+                   r.layer_atomic_us, 100.0 * (r.layer_atomic_us / r.layer_us - 1.0));
+    if (r.layer_split4_us > 0)
+      std::fprintf(f, "; down K in 4 splits %.1f us (%+.1f%%)", r.layer_split4_us,
+                   100.0 * (r.layer_split4_us / r.layer_us - 1.0));
+    std::fprintf(f, "\n");
   }
   const MoeShape& s = o.shape;
   std::fprintf(f, "\nMoE layer (E=%lld, H=%lld, I=%lld, top-%lld), NVFP4 W4A16, deterministic finalize, %s routing; weights "
@@ -314,7 +338,9 @@ std::string moe_bench_json(const MoeBenchOptions& o, const MoeBenchDevice& dev, 
                    {"down_us", r.down_us}, {"layer_us", r.layer_us}, {"weight_bytes", r.weight_bytes},
                    {"floor_us", r.floor_us}, {"gbs", r.gbs}, {"pct_read_bw", r.pct_bw}, {"tflops", r.tflops},
                    {"flop_per_byte", r.flop_per_byte}, {"cublas_gate_up_us", r.cublas_gate_up_us},
-                   {"cublas_us", r.cublas_us}, {"projected_tokens_per_s", r.tokens_per_s}});
+                   {"cublas_us", r.cublas_us}, {"projected_tokens_per_s", r.tokens_per_s},
+                   {"layer_plain_launch_us", r.layer_plain_us}, {"layer_atomic_finalize_us", r.layer_atomic_us},
+                   {"layer_down_k_split4_us", r.layer_split4_us}});
   }
   j["rows"] = arr;
   return j.dump(2);
@@ -323,11 +349,12 @@ std::string moe_bench_json(const MoeBenchOptions& o, const MoeBenchDevice& dev, 
 std::string moe_bench_csv(const std::vector<MoeBenchRow>& rows) {
   std::ostringstream s;
   s << "tokens,active_experts,block_m,route_us,gate_up_us,down_us,layer_us,floor_us,gbs,pct_read_bw,tflops,"
-       "cublas_gate_up_us,cublas_us,projected_tokens_per_s\n";
+       "cublas_gate_up_us,cublas_us,projected_tokens_per_s,layer_plain_launch_us,layer_atomic_finalize_us\n";
   for (const auto& r : rows)
     s << r.T << ',' << r.active << ',' << r.block_m << ',' << r.route_us << ',' << r.gate_up_us << ',' << r.down_us << ','
       << r.layer_us << ',' << r.floor_us << ',' << r.gbs << ',' << r.pct_bw << ',' << r.tflops << ','
-      << r.cublas_gate_up_us << ',' << r.cublas_us << ',' << r.tokens_per_s << '\n';
+      << r.cublas_gate_up_us << ',' << r.cublas_us << ',' << r.tokens_per_s << ',' << r.layer_plain_us << ','
+      << r.layer_atomic_us << '\n';
   return s.str();
 }
 

@@ -37,6 +37,10 @@ struct MoeBenchRow {
   double route_us = 0, gate_up_us = 0, down_us = 0, layer_us = 0;
   double weight_bytes = 0, floor_us = 0, gbs = 0, pct_bw = 0, tflops = 0, flop_per_byte = 0;
   double cublas_gate_up_us = 0, cublas_us = 0;
+  // The layer at the same block_m without programmatic dependent launch, and with the atomic finalize
+  // (both timed when phases are; 0 otherwise).
+  double layer_plain_us = 0, layer_atomic_us = 0;
+  double layer_split4_us = 0;  // T <= 8: the layer with the down GEMM's K in 4 splits (the default is 1)
   double tokens_per_s = 0;  // projected: T / (layer time x MoE layers)
 };
 
