@@ -106,15 +106,21 @@ double read_bandwidth_gbs(size_t bytes, int iters) {
   BENCH_CUDA(cudaGetDevice(&dev));
   BENCH_CUDA(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
   const int64_t n = static_cast<int64_t>(bytes / 16);
-  const Timing t = time_events(
-      [&](int) {
-        read_probe_kernel<<<sms * 4, 512>>>(static_cast<const uint4*>(a), n, sink);
-        BENCH_CUDA(cudaGetLastError());
-      },
-      3, iters);
+  // The best of three medians: one H200 run measured 3964 GB/s where the runs around it measured 4435-4645
+  // (docs/perf/moe-decode.md); a low probe would overstate every % of bandwidth printed beside it.
+  double best_us = 0;
+  for (int trial = 0; trial < 3; ++trial) {
+    const Timing t = time_events(
+        [&](int) {
+          read_probe_kernel<<<sms * 4, 512>>>(static_cast<const uint4*>(a), n, sink);
+          BENCH_CUDA(cudaGetLastError());
+        },
+        3, iters);
+    if (trial == 0 || t.median_us < best_us) best_us = t.median_us;
+  }
   BENCH_CUDA(cudaFree(a));
   BENCH_CUDA(cudaFree(sink));
-  return static_cast<double>(bytes) / (t.median_us * 1e3);
+  return static_cast<double>(bytes) / (best_us * 1e3);
 }
 
 }  // namespace fp4moe::bench

@@ -39,7 +39,8 @@ Timing time_events(const std::function<void(int)>& fn, int warmup, int iters, cu
 
 // Device-to-device cudaMemcpyAsync of `bytes`; returns GB/s counting bytes read + written.
 double copy_bandwidth_gbs(size_t bytes, int iters = 20);
-// A streaming read kernel (16-byte loads, sum kept live) over `bytes`; returns GB/s of bytes read.
+// A streaming read kernel (16-byte loads, sum kept live) over `bytes`; returns GB/s of bytes read, from the
+// best of three medians of `iters` runs.
 double read_bandwidth_gbs(size_t bytes, int iters = 20);
 
 }  // namespace fp4moe::bench

@@ -114,7 +114,10 @@ int run_ours(const Opts& o, const ModelPreset& m, const std::vector<const ArchIn
       std::printf("  %-8s %-12s %6d %9s %9s %9s %9s %9s %10s %8d  %s\n", p.gemm.c_str(), tile_s, p.stages,
                   with_commas(L.weight_tile).c_str(), with_commas(L.scale_tile).c_str(), with_commas(L.act_tile).c_str(),
                   with_commas(L.act_padding).c_str(), with_commas(L.stage_bytes).c_str(), with_commas(L.total).c_str(),
-                  p.blocks_per_sm, p.fits ? (p.shipped ? "fits (shipped)" : "fits") : "DOES NOT FIT");
+                  p.blocks_per_sm,
+                  (std::string(p.fits ? (p.shipped ? "fits (shipped)" : "fits") : "DOES NOT FIT") +
+                   (L.act_layout == MoeActLayout::kSwizzled128 ? ", wgmma: acts 128B-swizzled" : ""))
+                      .c_str());
     }
     for (const auto& p : plans)
       if (!p.fits) std::printf("    %s %dx%dx%d: %s\n", p.gemm.c_str(), p.block_m, p.block_n, p.block_k, p.reason.c_str());

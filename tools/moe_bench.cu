@@ -283,7 +283,7 @@ void print_moe_bench(const MoeBenchOptions& o, const MoeBenchDevice& dev, const 
                d.name.c_str(), d.cc_major, d.cc_minor, d.sms, d.sm_clock_mhz, d.mem_clock_mhz, d.bus_width_bits,
                d.l2_bytes / 1e6, d.smem_optin, d.driver, d.runtime);
   if (o.baselines)
-    std::fprintf(f, "measured: read %.0f GB/s (streaming read kernel, 4 GiB), copy %.0f GB/s (read+write), cuBLAS bf16 "
+    std::fprintf(f, "measured: read %.0f GB/s (streaming read kernel, 4 GiB, best of 3 medians), copy %.0f GB/s (read+write), cuBLAS bf16 "
                     "8192^3 %.0f TFLOP/s%s\n",
                  dev.read_gbs, dev.copy_gbs, dev.cublas_tflops,
                  dev.have_cublas ? "" : (" (cuBLAS unavailable: " + dev.cublas_error + ")").c_str());

@@ -68,6 +68,42 @@ TEST(MoeRobustness, EveryBadForwardArgumentIsRejectedAndNothingIsWritten) {
   EXPECT_NE(none.run(p.args(), p.ws.get(), p.ws.bytes(), nullptr).message().find("not initialised"), std::string::npos);
 }
 
+// A layer lives on the device it was initialised on: a call from another current device, or on another
+// device's stream, is refused and writes nothing. Needs two GPUs (the single-GPU machines skip it).
+TEST(MoeRobustness, AStreamOrCurrentDeviceOfAnotherGpuIsRejected) {
+  FP4MOE_SKIP_WITHOUT_GPU();
+  int n = 0;
+  CUDA_OK(cudaGetDeviceCount(&n));
+  if (n < 2) GTEST_SKIP() << "needs two GPUs; this machine has " << n;
+  CUDA_OK(cudaSetDevice(0));
+  Problem p;
+  p.setup(Case{8, 8, 256, 256, 2}, 31);
+  if (HasFatalFailure()) return;
+  ASSERT_TRUE(p.out.poison(0x5A));
+  cudaStream_t other = nullptr;
+  CUDA_OK(cudaSetDevice(1));
+  CUDA_OK(cudaStreamCreate(&other));
+  // Current device 1: refused before the stream is looked at.
+  const Status s = p.layer.run(p.args(), p.ws.get(), p.ws.bytes(), nullptr);
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument) << s.to_string();
+  EXPECT_NE(s.message().find("the current device (1) is not the one the layer was initialised on (0)"), std::string::npos)
+      << s.to_string();
+  // Current device 0, a stream of device 1.
+  CUDA_OK(cudaSetDevice(0));
+  const Status s2 = p.layer.run(p.args(), p.ws.get(), p.ws.bytes(), other);
+  EXPECT_EQ(s2.code(), StatusCode::kInvalidArgument) << s2.to_string();
+  EXPECT_NE(s2.message().find("the stream belongs to device 1"), std::string::npos) << s2.to_string();
+  CUDA_OK(cudaDeviceSynchronize());
+  for (uint16_t v : p.out.download<uint16_t>(static_cast<size_t>(8 * 256))) ASSERT_EQ(v, 0x5A5A) << "output written";
+  // And the same layer still runs on its own device.
+  p.run_poisoned();
+  if (HasFatalFailure()) return;
+  testing::check_against_reference(p);
+  CUDA_OK(cudaSetDevice(1));
+  CUDA_OK(cudaStreamDestroy(other));
+  CUDA_OK(cudaSetDevice(0));
+}
+
 TEST(MoeRobustness, BadWeightsAreRejectedAtInit) {
   FP4MOE_SKIP_WITHOUT_GPU();
   testing::ExpertWeights w13, w2;
