@@ -100,7 +100,7 @@ int run_bench(const BenchOpts& o) {
   bench::print_moe_bench(b, dev, rows, stdout);
   if (!o.json.empty() && !write_file(o.json, bench::moe_bench_json(b, dev, rows))) return 1;
   if (o.json_text) *o.json_text = bench::moe_bench_json(b, dev, rows);
-  if (!o.csv.empty() && !write_file(o.csv, bench::moe_bench_csv(rows))) return 1;
+  if (!o.csv.empty() && !write_file(o.csv, bench::moe_bench_csv(dev, rows))) return 1;
   if (!o.plot.empty()) {
     // tools/roofline.py reads the text table: write it beside the plot and call Debian's python3.
     const std::string log = o.plot + ".log";

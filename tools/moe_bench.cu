@@ -306,19 +306,26 @@ void print_moe_bench(const MoeBenchOptions& o, const MoeBenchDevice& dev, const 
                static_cast<long long>(s.num_experts), static_cast<long long>(s.hidden),
                static_cast<long long>(s.intermediate), static_cast<long long>(s.top_k), o.routing.c_str(), o.min_iters);
   std::fprintf(f, "bytes = active experts' NVFP4 weights incl. scales (0.5625 B/weight); floor = bytes / measured read BW\n\n");
-  std::fprintf(f, "%6s %6s %3s %8s %7s %8s %8s %8s %8s %6s %6s %7s %9s %7s %9s %7s %9s\n", "T", "active", "bm", "MB",
-               "route", "gate_up", "down", "layer", "floor", "GB/s", "%BW", "TFLOP/s", "cuBLAS gu", "gu x", "cuBLAS",
-               "layer x", "tok/s*");
+  std::fprintf(f, "%6s %6s %3s %8s %7s %8s %8s %8s %8s %6s %6s %7s %9s %7s %9s %7s %9s %7s %6s %7s\n", "T", "active", "bm",
+               "MB", "route", "gate_up", "down", "layer", "floor", "GB/s", "%BW", "TFLOP/s", "cuBLAS gu", "gu x", "cuBLAS",
+               "layer x", "tok/s*", "FLOP/B", "%peak", "bound");
+  // Roofline: the memory roof is the measured read bandwidth, the compute roof the measured cuBLAS bf16 rate;
+  // a case is memory-bound when its arithmetic intensity is below their ratio (the ridge point).
+  const double ridge = dev.read_gbs > 0 ? dev.cublas_tflops * 1e3 / dev.read_gbs : 0;
   for (const auto& r : rows)
-    std::fprintf(f, "%6lld %6d %3d %8.1f %7.1f %8.1f %8.1f %8.1f %8.1f %6.0f %5.1f%% %7.1f %9.1f %6.2fx %9.1f %6.2fx %9.0f\n",
+    std::fprintf(f, "%6lld %6d %3d %8.1f %7.1f %8.1f %8.1f %8.1f %8.1f %6.0f %5.1f%% %7.1f %9.1f %6.2fx %9.1f %6.2fx %9.0f %7.1f %5.1f%% %7s\n",
                  static_cast<long long>(r.T), static_cast<int>(r.active + 0.5), r.block_m, r.weight_bytes / 1e6,
                  r.route_us, r.gate_up_us, r.down_us, r.layer_us, r.floor_us, r.gbs, r.pct_bw, r.tflops,
                  r.cublas_gate_up_us, r.cublas_gate_up_us > 0 ? r.cublas_gate_up_us / r.gate_up_us : 0.0, r.cublas_us,
-                 r.cublas_us > 0 ? r.cublas_us / r.layer_us : 0.0, r.tokens_per_s);
+                 r.cublas_us > 0 ? r.cublas_us / r.layer_us : 0.0, r.tokens_per_s, r.flop_per_byte,
+                 dev.cublas_tflops > 0 ? 100.0 * r.tflops / dev.cublas_tflops : 0.0,
+                 ridge <= 0 ? "-" : r.flop_per_byte < ridge ? "memory" : "compute");
   std::fprintf(f, "(times in us; route/gate_up/down timed alone; layer = all phases in one run; cuBLAS = bf16\n"
                   " cublasGemmStridedBatchedEx over the active experts at their mean token count: gate_up, and gate_up + down;\n"
                   " gu x = cuBLAS gate_up / fp4moe gate_up, layer x = cuBLAS gate_up + down / fp4moe layer;\n"
-                  " tok/s* = projected decode throughput of the MoE layers alone: T / (layer time x %d layers), not a served number)\n",
+                  " tok/s* = projected decode throughput of the MoE layers alone: T / (layer time x %d layers), not a served number;\n"
+                 " FLOP/B = arithmetic intensity on the weight bytes; %%peak = TFLOP/s / the measured cuBLAS bf16 rate;\n"
+                 " bound = the roof that applies at that intensity: memory below the ridge point, compute above)\n",
                o.moe_layers);
 }
 
@@ -340,21 +347,28 @@ std::string moe_bench_json(const MoeBenchOptions& o, const MoeBenchDevice& dev, 
                    {"flop_per_byte", r.flop_per_byte}, {"cublas_gate_up_us", r.cublas_gate_up_us},
                    {"cublas_us", r.cublas_us}, {"projected_tokens_per_s", r.tokens_per_s},
                    {"layer_plain_launch_us", r.layer_plain_us}, {"layer_atomic_finalize_us", r.layer_atomic_us},
-                   {"layer_down_k_split4_us", r.layer_split4_us}});
+                   {"layer_down_k_split4_us", r.layer_split4_us},
+                   {"pct_compute_roof", dev.cublas_tflops > 0 ? 100.0 * r.tflops / dev.cublas_tflops : 0.0},
+                   {"bound", dev.read_gbs <= 0 || dev.cublas_tflops <= 0 ? "unknown"
+                             : r.flop_per_byte < dev.cublas_tflops * 1e3 / dev.read_gbs ? "memory" : "compute"}});
   }
   j["rows"] = arr;
   return j.dump(2);
 }
 
-std::string moe_bench_csv(const std::vector<MoeBenchRow>& rows) {
+std::string moe_bench_csv(const MoeBenchDevice& dev, const std::vector<MoeBenchRow>& rows) {
   std::ostringstream s;
   s << "tokens,active_experts,block_m,route_us,gate_up_us,down_us,layer_us,floor_us,gbs,pct_read_bw,tflops,"
-       "cublas_gate_up_us,cublas_us,projected_tokens_per_s,layer_plain_launch_us,layer_atomic_finalize_us\n";
+       "cublas_gate_up_us,cublas_us,projected_tokens_per_s,layer_plain_launch_us,layer_atomic_finalize_us,"
+       "layer_down_k_split4_us,flop_per_byte,pct_compute_roof,bound\n";
+  const double ridge = dev.read_gbs > 0 ? dev.cublas_tflops * 1e3 / dev.read_gbs : 0;
   for (const auto& r : rows)
     s << r.T << ',' << r.active << ',' << r.block_m << ',' << r.route_us << ',' << r.gate_up_us << ',' << r.down_us << ','
       << r.layer_us << ',' << r.floor_us << ',' << r.gbs << ',' << r.pct_bw << ',' << r.tflops << ','
       << r.cublas_gate_up_us << ',' << r.cublas_us << ',' << r.tokens_per_s << ',' << r.layer_plain_us << ','
-      << r.layer_atomic_us << '\n';
+      << r.layer_atomic_us << ',' << r.layer_split4_us << ',' << r.flop_per_byte << ','
+      << (dev.cublas_tflops > 0 ? 100.0 * r.tflops / dev.cublas_tflops : 0.0) << ','
+      << (ridge <= 0 || dev.cublas_tflops <= 0 ? "unknown" : r.flop_per_byte < ridge ? "memory" : "compute") << '\n';
   return s.str();
 }
 

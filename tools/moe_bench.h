@@ -58,6 +58,6 @@ Status run_moe_bench(const MoeBenchOptions& opts, MoeBenchDevice* dev, std::vect
 // The text table (the format tools/roofline.py reads), JSON and CSV.
 void print_moe_bench(const MoeBenchOptions& opts, const MoeBenchDevice& dev, const std::vector<MoeBenchRow>& rows, FILE* f);
 std::string moe_bench_json(const MoeBenchOptions& opts, const MoeBenchDevice& dev, const std::vector<MoeBenchRow>& rows);
-std::string moe_bench_csv(const std::vector<MoeBenchRow>& rows);
+std::string moe_bench_csv(const MoeBenchDevice& dev, const std::vector<MoeBenchRow>& rows);
 
 }  // namespace fp4moe::bench
