@@ -24,11 +24,11 @@ constexpr int64_t kMaxExperts = 1024;
 
 int64_t align_up(int64_t x) { return (x + kAlign - 1) / kAlign * kAlign; }
 
-// K splits of the down GEMM when the caller leaves the choice to the layer: 1. Splitting spreads the few
+// K splits of the down GEMM when neither the caller nor a tuning cache chooses: 1. Splitting spreads the few
 // (expert, N tile) items of a small T over more SMs (GLM-5 at T=1: 384 items for 264 resident blocks), but
-// on the H200 the layer was 4-5% slower with 4 splits at T=1 (three runs, docs/perf/moe-decode.md): each
-// shorter item pays its work-list loads and pipeline refill, and the finalize reads 4x the partial sums.
-// Callers can still ask for 2, 4 or 8 (MoeForwardArgs::down_k_splits).
+// on the H200 the layer was 4-6% slower with 4 splits at T=1 (docs/perf/moe-decode.md), and the finalize
+// reads 4x the partial sums. `fp4moe tune` times 1, 2 and 4 per bucket; callers can force 2, 4 or 8
+// (MoeForwardArgs::down_k_splits).
 constexpr int kDefaultDownKSplits = 1;
 
 // Byte offsets of the workspace's parts for T tokens; the deterministic finalize's fp32 buffer holds
@@ -99,7 +99,7 @@ struct MoeLayer::Impl {
     int blocks;  // persistent grid: resident blocks per SM x SMs
   };
   std::vector<Sel> sels;  // one per block_m, for this device's architecture
-  std::map<int64_t, int> tuned;  // tokens bucket -> block_m, from a tuning cache
+  std::map<int64_t, TunedChoice> tuned;  // tokens bucket -> block_m and down K splits, from a tuning cache
   std::string tuning_source = "built-in heuristic";
   void* storage = nullptr;  // one allocation: weights, scales, alpha for w13 then w2
   size_t w13_bytes = 0, s13_bytes = 0, w2_bytes = 0, s2_bytes = 0, total_bytes = 0;
@@ -112,8 +112,9 @@ struct MoeLayer::Impl {
   // Takes the cache's choices for this shape and finalize mode that name a config built for this GPU.
   void adopt(const TuningCache& cache, const std::string& source) {
     tuned.clear();
-    for (const auto& [bucket, bm] : cache.choices_for(shape, options.finalize))
-      if (pick(bm) != nullptr) tuned[bucket] = bm;
+    for (const auto& [bucket, c] : cache.choices_for(shape, options.finalize))
+      if (pick(c.block_m) != nullptr && c.down_k_splits >= 1 && shape.intermediate % (256 * c.down_k_splits) == 0)
+        tuned[bucket] = c;
     if (!tuned.empty()) tuning_source = source + " (" + std::to_string(tuned.size()) + " token buckets)";
   }
   const Sel* pick(int block_m) const {
@@ -278,7 +279,7 @@ size_t MoeLayer::use_tuning(const TuningCache& cache) {
 int MoeLayer::block_m_for(int64_t num_tokens) const {
   if (!impl_) return 0;
   if (impl_->options.block_m) return impl_->options.block_m;
-  if (const auto it = impl_->tuned.find(tokens_bucket(num_tokens)); it != impl_->tuned.end()) return it->second;
+  if (const auto it = impl_->tuned.find(tokens_bucket(num_tokens)); it != impl_->tuned.end()) return it->second.block_m;
   // Mean rows per expert decides (measured on an H200 for GLM-5, docs/perf/moe-decode.md). Each chunk
   // dequantizes its expert's weights again and the dequantization is what limits the kernels, so the
   // chunk should hold nearly every expert's tokens (mean + 3 sd of a Poisson count), but no more: unused
@@ -297,8 +298,10 @@ int MoeLayer::block_m_for(int64_t num_tokens) const {
 }
 
 int MoeLayer::down_k_splits_for(int64_t num_tokens) const {
-  (void)num_tokens;  // the same for every T today (kDefaultDownKSplits)
-  return impl_ ? kDefaultDownKSplits : 0;
+  if (!impl_) return 0;
+  if (const auto it = impl_->tuned.find(tokens_bucket(num_tokens)); it != impl_->tuned.end())
+    return it->second.down_k_splits;
+  return kDefaultDownKSplits;
 }
 
 std::string MoeLayer::describe(int64_t num_tokens) const {
@@ -315,7 +318,11 @@ std::string MoeLayer::describe(int64_t num_tokens) const {
 
 size_t MoeLayer::workspace_size(int64_t max_tokens, int down_k_splits) const {
   if (!impl_ || max_tokens < 0) return 0;
-  const int64_t rows = max_tokens * impl_->shape.top_k * std::max(kDefaultDownKSplits, down_k_splits);
+  // The deterministic finalize's partial rows: T * k * splits at its largest over T <= max_tokens, for the
+  // caller's forced split count, the default, and every tuned bucket (bucket b serves T in (b/2, b]).
+  int64_t rows = max_tokens * impl_->shape.top_k * std::max(kDefaultDownKSplits, down_k_splits);
+  for (const auto& [bucket, c] : impl_->tuned)
+    if (bucket / 2 < max_tokens) rows = std::max(rows, std::min(bucket, max_tokens) * impl_->shape.top_k * c.down_k_splits);
   return static_cast<size_t>(workspace_layout(impl_->shape, impl_->options.finalize, max_tokens, rows).total);
 }
 
@@ -355,7 +362,7 @@ Status MoeLayer::run(const MoeForwardArgs& a, void* workspace, size_t workspace_
                      unsigned phases) const {
   FP4MOE_RETURN_IF_ERROR(can_implement(a));
   const MoeShape& s = impl_->shape;
-  const int splits = a.down_k_splits ? a.down_k_splits : kDefaultDownKSplits;
+  const int splits = a.down_k_splits ? a.down_k_splits : down_k_splits_for(a.num_tokens);
   const WorkspaceLayout L = workspace_layout(s, impl_->options.finalize, a.num_tokens, a.num_tokens * s.top_k * splits);
   if (workspace_bytes < static_cast<size_t>(L.total))
     return Status(StatusCode::kResourceExhausted, "workspace holds " + std::to_string(workspace_bytes) +

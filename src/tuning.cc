@@ -62,12 +62,12 @@ void TuningCache::record(const MoeShape& s, FinalizeMode mode, int64_t bucket, T
   entries_[Key{s.num_experts, s.hidden, s.intermediate, s.top_k, static_cast<int>(mode), bucket}] = choice;
 }
 
-std::map<int64_t, int> TuningCache::choices_for(const MoeShape& s, FinalizeMode mode) const {
-  std::map<int64_t, int> out;
+std::map<int64_t, TunedChoice> TuningCache::choices_for(const MoeShape& s, FinalizeMode mode) const {
+  std::map<int64_t, TunedChoice> out;
   for (const auto& [k, v] : entries_)
     if (std::get<0>(k) == s.num_experts && std::get<1>(k) == s.hidden && std::get<2>(k) == s.intermediate &&
         std::get<3>(k) == s.top_k && std::get<4>(k) == static_cast<int>(mode))
-      out[std::get<5>(k)] = v.block_m;
+      out[std::get<5>(k)] = v;
   return out;
 }
 
@@ -85,6 +85,7 @@ std::string TuningCache::to_json() const {
                    {"finalize", mode_name(static_cast<FinalizeMode>(std::get<4>(k)))},
                    {"tokens_bucket", std::get<5>(k)},
                    {"block_m", v.block_m},
+                   {"down_k_splits", v.down_k_splits},
                    {"us", v.us}});
   j["entries"] = arr;
   return j.dump(1);
@@ -123,17 +124,23 @@ Status TuningCache::load(const std::string& path, const TuningEnvironment& env, 
   if (!entries.is_array()) return reject("entries is not a list");
   for (const auto& x : entries) {
     if (!x.is_object()) return reject("an entry is not an object");
-    const int64_t E = x.value("experts", int64_t{0}), H = x.value("hidden", int64_t{0}),
-                  I = x.value("intermediate", int64_t{0}), K = x.value("top_k", int64_t{0}),
-                  bucket = x.value("tokens_bucket", int64_t{0});
-    const int bm = x.value("block_m", 0);
-    const std::string mode = x.value("finalize", "");
-    const auto ms = shipped_block_ms();
-    if (E <= 0 || H <= 0 || I <= 0 || K <= 0 || bucket <= 0 || (mode != "deterministic" && mode != "atomic") ||
-        std::find(ms.begin(), ms.end(), bm) == ms.end())
-      return reject("an entry has invalid fields");
-    c.record(MoeShape{E, H, I, K}, mode == "atomic" ? FinalizeMode::kAtomic : FinalizeMode::kDeterministic, bucket,
-             TunedChoice{bm, x.value("us", 0.0)});
+    // value() throws on a field of the wrong type (a string where a number belongs): that is a bad file too.
+    try {
+      const int64_t E = x.value("experts", int64_t{0}), H = x.value("hidden", int64_t{0}),
+                    I = x.value("intermediate", int64_t{0}), K = x.value("top_k", int64_t{0}),
+                    bucket = x.value("tokens_bucket", int64_t{0});
+      const int bm = x.value("block_m", 0), splits = x.value("down_k_splits", 1);
+      const std::string mode = x.value("finalize", "");
+      const auto ms = shipped_block_ms();
+      if (E <= 0 || H <= 0 || I <= 0 || K <= 0 || bucket <= 0 || (mode != "deterministic" && mode != "atomic") ||
+          std::find(ms.begin(), ms.end(), bm) == ms.end() ||
+          (splits != 1 && splits != 2 && splits != 4 && splits != 8) || I % (256 * splits) != 0)
+        return reject("an entry has invalid fields");
+      c.record(MoeShape{E, H, I, K}, mode == "atomic" ? FinalizeMode::kAtomic : FinalizeMode::kDeterministic, bucket,
+               TunedChoice{bm, x.value("us", 0.0), splits});
+    } catch (const nlohmann::json::exception&) {
+      return reject("an entry has a field of the wrong type");
+    }
   }
   *out = std::move(c);
   if (note) *note = "";

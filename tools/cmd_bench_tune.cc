@@ -153,6 +153,9 @@ int run_tune(const TuneOpts& o) {
   b.tokens.clear();
   for (int64_t t = 1; t <= o.max_tokens; t *= 2) b.tokens.push_back(t);
   b.block_ms = ok;
+  // Split-K of the down GEMM is part of the tactic space: 1, 2 and 4 where they divide I / 256.
+  b.down_k_splits = {1, 2, 4};
+  b.use_tuning_cache = false;  // the heuristic column is the built-in heuristic, not an older cache
   b.baselines = false;
   b.phases = false;
   b.min_iters = 10;
@@ -175,17 +178,19 @@ int run_tune(const TuneOpts& o) {
     return 1;
   }
   if (!note.empty()) std::printf("%s\n", note.c_str());
-  std::printf("\n%s on %s: %zu tokens buckets, %.1f s\n%8s %14s %12s %14s %12s %8s\n", m->name, dev.info.name.c_str(),
-              rows.size(), secs, "tokens", "heuristic bm", "us", "tuned bm", "us", "gain");
+  std::printf("\n%s on %s: %zu tokens buckets, %.1f s\n%8s %14s %12s %10s %8s %12s %8s\n", m->name, dev.info.name.c_str(),
+              rows.size(), secs, "tokens", "heuristic bm", "us", "tuned bm", "splits", "us", "gain");
   nlohmann::json jt = {{"gpu", dev.info.name}, {"seconds", secs}, {"cache", o.cache.empty() ? default_tuning_cache_path() : o.cache}};
   for (const auto& r : rows) {
-    const auto h = r.layer_us_by_bm.find(r.heuristic_bm);
-    const double hus = h == r.layer_us_by_bm.end() ? 0 : h->second;
+    // The heuristic: its block_m with the default single K range.
+    const auto h = r.layer_us_by_config.find({r.heuristic_bm, 1});
+    const double hus = h == r.layer_us_by_config.end() ? 0 : h->second;
+    const int splits = r.down_k_splits > 0 ? r.down_k_splits : 1;
     jt["buckets"].push_back({{"tokens", r.T}, {"heuristic_block_m", r.heuristic_bm}, {"heuristic_us", hus},
-                             {"tuned_block_m", r.block_m}, {"tuned_us", r.layer_us}});
-    cache.record(m->shape, FinalizeMode::kDeterministic, r.T, TunedChoice{r.block_m, r.layer_us});
-    std::printf("%8lld %14d %12.1f %14d %12.1f %7.2fx\n", static_cast<long long>(r.T), r.heuristic_bm, hus, r.block_m,
-                r.layer_us, hus > 0 ? hus / r.layer_us : 0.0);
+                             {"tuned_block_m", r.block_m}, {"tuned_down_k_splits", splits}, {"tuned_us", r.layer_us}});
+    cache.record(m->shape, FinalizeMode::kDeterministic, r.T, TunedChoice{r.block_m, r.layer_us, splits});
+    std::printf("%8lld %14d %12.1f %10d %8d %12.1f %7.2fx\n", static_cast<long long>(r.T), r.heuristic_bm, hus,
+                r.block_m, splits, r.layer_us, hus > 0 ? hus / r.layer_us : 0.0);
   }
   if (rows.size() < b.tokens.size())
     std::printf("the %.0f s budget ran out after %zu of %zu buckets: the others keep the heuristic (--budget-s)\n",

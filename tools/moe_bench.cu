@@ -97,6 +97,8 @@ Status run_moe_bench(const MoeBenchOptions& o, MoeBenchDevice* dev, std::vector<
 
   // Weights: random NVFP4 codes and scales in the checkpoint layout, prepacked by the layer.
   MoeLayer layer, layer_plain, layer_atomic;
+  MoeLayerOptions base;
+  if (!o.use_tuning_cache) base.tuning_cache = "none";
   {
     DevBuf w13p, w13s, w2p, w2s, g13, g2;
     FP4MOE_RETURN_IF_ERROR(w13p.alloc(E * 2 * I * H / 2));
@@ -113,9 +115,9 @@ Status run_moe_bench(const MoeBenchOptions& o, MoeBenchDevice* dev, std::vector<
     FP4MOE_CUDA_TRY(cudaMemcpy(g13.p, gs.data(), E * 4, cudaMemcpyHostToDevice));
     FP4MOE_CUDA_TRY(cudaMemcpy(g2.p, gs.data(), E * 4, cudaMemcpyHostToDevice));
     const Nvfp4ExpertWeights w13{w13p.p, w13s.p, static_cast<float*>(g13.p)}, w2{w2p.p, w2s.p, static_cast<float*>(g2.p)};
-    FP4MOE_RETURN_IF_ERROR(layer.init(o.shape, MoeLayerOptions{}, w13, w2, nullptr));
+    FP4MOE_RETURN_IF_ERROR(layer.init(o.shape, base, w13, w2, nullptr));
     if (o.phases) {  // the same weights in the two variants the benchmark compares against
-      MoeLayerOptions plain, atomic;
+      MoeLayerOptions plain = base, atomic = base;
       plain.programmatic_launch = false;
       atomic.finalize = FinalizeMode::kAtomic;
       FP4MOE_RETURN_IF_ERROR(layer_plain.init(o.shape, plain, w13, w2, nullptr));
@@ -131,6 +133,10 @@ Status run_moe_bench(const MoeBenchOptions& o, MoeBenchDevice* dev, std::vector<
     FP4MOE_CUDA_TRY(cudaMemset(cw2.p, 0x3C, size_t(E) * H * I * 2));
   }
   const std::vector<int> block_ms = o.block_ms.empty() ? kernel_block_ms() : o.block_ms;
+  std::vector<int> split_list;
+  for (int sp : o.down_k_splits.empty() ? std::vector<int>{0} : o.down_k_splits)
+    if (sp == 0 || I % (256 * sp) == 0) split_list.push_back(sp);
+  const int max_split = *std::max_element(split_list.begin(), split_list.end());
   const double bytes_per_expert = (2.0 * I * H + double(H) * I) * 0.5625;
   const double read_gbs = o.baselines ? dev->read_gbs : 0;
   rows->clear();
@@ -143,7 +149,8 @@ Status run_moe_bench(const MoeBenchOptions& o, MoeBenchDevice* dev, std::vector<
     if (o.progress) o.progress(ti, o.tokens.size(), T);
     // Routing sets rotated between iterations so the active experts' weights are not L2-resident.
     const int sets = T <= 64 ? 16 : 4;
-    const size_t ws_bytes = layer.workspace_size(T, T <= 8 ? 4 : 0);  // room for the 4-split comparison
+    // Room for the timed split counts and the 4-split comparison.
+    const size_t ws_bytes = layer.workspace_size(T, std::max(max_split, T <= 8 ? 4 : 0));
     std::vector<DevBuf> ws(sets), ids(sets), wts(sets);
     DevBuf hid, out;
     FP4MOE_RETURN_IF_ERROR(hid.alloc(T * H * 2));
@@ -197,16 +204,23 @@ Status run_moe_bench(const MoeBenchOptions& o, MoeBenchDevice* dev, std::vector<
     };
     r.layer_us = 1e30;
     for (int bm : block_ms) {
-      bm_override = bm;
-      const double us = phase(kPhaseAll, layer).median_us;
-      FP4MOE_RETURN_IF_ERROR(failed);
-      r.layer_us_by_bm[bm] = us;
-      if (us < r.layer_us) {
-        r.layer_us = us;
-        r.block_m = bm;
+      for (int sp : split_list) {
+        bm_override = bm;
+        splits_override = sp;
+        const double us = phase(kPhaseAll, layer).median_us;
+        FP4MOE_RETURN_IF_ERROR(failed);
+        r.layer_us_by_config[{bm, sp}] = us;
+        const auto it = r.layer_us_by_bm.find(bm);
+        if (it == r.layer_us_by_bm.end() || us < it->second) r.layer_us_by_bm[bm] = us;
+        if (us < r.layer_us) {
+          r.layer_us = us;
+          r.block_m = bm;
+          r.down_k_splits = sp;
+        }
       }
     }
-    bm_override = r.block_m;
+    bm_override = r.block_m;  // the phases and variants below at the fastest config
+    splits_override = r.down_k_splits;
     if (o.phases) {
       r.route_us = phase(kPhaseRouting, layer).median_us;
       r.gate_up_us = phase(kPhaseGateUp, layer).median_us;
@@ -216,7 +230,7 @@ Status run_moe_bench(const MoeBenchOptions& o, MoeBenchDevice* dev, std::vector<
       if (T <= 8 && (I / 256) % 4 == 0) {  // the evidence for the layer's default of 1 split (src/moe_layer.cu)
         splits_override = 4;
         r.layer_split4_us = phase(kPhaseAll, layer).median_us;
-        splits_override = 0;
+        splits_override = r.down_k_splits;
       }
       FP4MOE_RETURN_IF_ERROR(failed);
     }
@@ -290,6 +304,7 @@ void print_moe_bench(const MoeBenchOptions& o, const MoeBenchDevice& dev, const 
   for (const auto& r : rows) {
     std::fprintf(f, "  T=%lld: max tokens on one expert %d; layer us by block_m:", static_cast<long long>(r.T), r.max_per_expert);
     for (const auto& [bm, us] : r.layer_us_by_bm) std::fprintf(f, " bm%d %.0f", bm, us);
+    if (r.down_k_splits > 1) std::fprintf(f, " (fastest with the down K in %d splits)", r.down_k_splits);
     std::fprintf(f, " (heuristic picks %d)", r.heuristic_bm);
     if (r.layer_plain_us > 0)
       std::fprintf(f, "; at bm%d: %.1f us, without programmatic launch %.1f us (%+.1f%%), atomic finalize %.1f us (%+.1f%%)",

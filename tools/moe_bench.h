@@ -20,6 +20,8 @@ struct MoeBenchOptions {
   std::string routing = "uniform";     // uniform, or zipf (expert popularity ~ 1 / rank^zipf_s)
   double zipf_s = 1.2;
   std::vector<int> block_ms;           // configs to time per T (empty: every built-in one)
+  std::vector<int> down_k_splits;      // down K splits to time per block_m (empty: the layer's own choice)
+  bool use_tuning_cache = true;        // false: the layer ignores any tuning cache (the tuner compares with the heuristic)
   bool baselines = true;               // read/copy bandwidth and cuBLAS (off for tuning)
   bool phases = true;                  // also time routing, gate_up and down alone
   int min_iters = 20;                  // timed runs per measurement (median)
@@ -33,7 +35,9 @@ struct MoeBenchRow {
   double active = 0;
   int max_per_expert = 0;
   int block_m = 0, heuristic_bm = 0;  // the fastest config, and what the layer picks by itself
-  std::map<int, double> layer_us_by_bm;
+  std::map<int, double> layer_us_by_bm;                   // the best over the timed split counts
+  std::map<std::pair<int, int>, double> layer_us_by_config;  // (block_m, down K splits; 0 = the layer's choice)
+  int down_k_splits = 0;                                      // of the fastest config (0 = the layer's choice)
   double route_us = 0, gate_up_us = 0, down_us = 0, layer_us = 0;
   double weight_bytes = 0, floor_us = 0, gbs = 0, pct_bw = 0, tflops = 0, flop_per_byte = 0;
   double cublas_gate_up_us = 0, cublas_us = 0;

@@ -103,7 +103,8 @@ class MoeLayer {
 
   Status can_implement(const MoeForwardArgs& args) const;
   // Workspace for up to `max_tokens` tokens (routing tables, the SwiGLU output, finalize buffers), for the
-  // layer's own down_k_splits choice, or also for `down_k_splits` (MoeForwardArgs) forced by the caller.
+  // layer's own down_k_splits choices (default and tuned), or also for `down_k_splits` (MoeForwardArgs) forced
+  // by the caller. Ask again after use_tuning(): tuned split counts can need more.
   size_t workspace_size(int64_t max_tokens, int down_k_splits = 0) const;
   // Enqueues the layer on `stream`: no allocation, no host synchronisation (CUDA-graph capturable).
   Status run(const MoeForwardArgs& args, void* workspace, size_t workspace_bytes, cudaStream_t stream,
@@ -121,7 +122,8 @@ class MoeLayer {
 
   // Block size along M that run() uses for `num_tokens`, and a one-line description of the configs.
   int block_m_for(int64_t num_tokens) const;
-  // K splits of the down GEMM that run() uses for `num_tokens` when MoeForwardArgs::down_k_splits is 0.
+  // K splits of the down GEMM that run() uses for `num_tokens` when MoeForwardArgs::down_k_splits is 0: the
+  // tuning cache's choice for the bucket, else 1.
   int down_k_splits_for(int64_t num_tokens) const;
   std::string describe(int64_t num_tokens) const;
   const MoeShape& shape() const;

@@ -31,7 +31,8 @@ struct TuningEnvironment {
 
 struct TunedChoice {
   int block_m = 0;
-  double us = 0;  // the measured layer time it won with
+  double us = 0;          // the measured layer time it won with
+  int down_k_splits = 1;  // K splits of the down GEMM (MoeForwardArgs::down_k_splits): 1, 2, 4 or 8
 };
 
 // Powers of two: a run with T tokens uses the entry of the smallest power of two >= T.
@@ -46,8 +47,8 @@ class TuningCache {
   std::optional<TunedChoice> lookup(const MoeShape& s, FinalizeMode mode, int64_t tokens) const;
   void record(const MoeShape& s, FinalizeMode mode, int64_t bucket, TunedChoice choice);
   size_t size() const { return entries_.size(); }
-  // Every entry of one shape and mode: bucket -> block_m.
-  std::map<int64_t, int> choices_for(const MoeShape& s, FinalizeMode mode) const;
+  // Every entry of one shape and mode: bucket -> choice.
+  std::map<int64_t, TunedChoice> choices_for(const MoeShape& s, FinalizeMode mode) const;
 
   // Reads `path`. A missing file gives an empty cache. A file that is corrupt, truncated, of another
   // format or recorded in another environment also gives an empty cache (the heuristic stays in charge),

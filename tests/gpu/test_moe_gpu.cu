@@ -9,6 +9,7 @@
 
 #include "fp4moe/bf16.h"
 #include "fp4moe/moe.h"
+#include "fp4moe/tuning.h"
 #include "tests/gpu/moe_check.h"
 
 namespace fp4moe {
@@ -58,6 +59,27 @@ MOE_CASE(Glm5FullShape_T1_DownSplits4, 1, 256, 6144, 2048, 8, Routing::kUniform,
 MOE_CASE(T3_E8_I1024_DownSplits4, 3, 8, 256, 1024, 2, Routing::kUniform, 0, FinalizeMode::kDeterministic, true, false, 4)
 MOE_CASE(T5_E8_I2048_DownSplits8_Atomic, 5, 8, 256, 2048, 2, Routing::kUniform, 16, FinalizeMode::kAtomic, true, false, 8)
 MOE_CASE(T70_E16_I1024_DownSplits2_BlockM64_NoPdl, 70, 16, 256, 1024, 4, Routing::kSkewed, 64, FinalizeMode::kDeterministic, true, false, 2, false)
+
+// A tuning cache's choice for a tokens bucket sets both the block size and the down GEMM's K splits, and
+// workspace_size grows to hold the tuned split count's partial sums.
+TEST(MoeGpu, TunedBlockMAndDownSplitsAreUsed) {
+  FP4MOE_SKIP_WITHOUT_GPU();
+  Problem p;
+  p.setup(Case{3, 8, 256, 1024, 2}, testing::fresh_seed() % 1000003);
+  if (HasFatalFailure()) return;
+  const size_t before = p.layer.workspace_size(3);
+  TuningCache cache(TuningEnvironment{"any GPU", 1, 0, 0, "any"});
+  cache.record(MoeShape{8, 256, 1024, 2}, FinalizeMode::kDeterministic, 4, TunedChoice{16, 1.0, 4});
+  ASSERT_EQ(p.layer.use_tuning(cache), 1u);
+  EXPECT_EQ(p.layer.block_m_for(3), 16);
+  EXPECT_EQ(p.layer.down_k_splits_for(3), 4);
+  EXPECT_EQ(p.layer.down_k_splits_for(5), 1) << "another bucket keeps the default";
+  EXPECT_GT(p.layer.workspace_size(3), before);
+  p.ws.alloc(p.layer.workspace_size(3));
+  p.run_poisoned();
+  if (HasFatalFailure()) return;
+  check_against_reference(p);
+}
 
 // Programmatic dependent launch changes when kernels start, never what they compute.
 TEST(MoeGpu, ProgrammaticLaunchIsBitIdenticalToPlainLaunch) {

@@ -34,7 +34,7 @@ TEST(Tuning, RoundTripThroughAFile) {
   const std::string path = temp_dir() + "/sub/dir/tuning.json";  // folders are created
   TuningCache c(env());
   c.record(kGlm, FinalizeMode::kDeterministic, 512, {32, 2497.6});
-  c.record(kGlm, FinalizeMode::kDeterministic, 64, {8, 1254.3});
+  c.record(kGlm, FinalizeMode::kDeterministic, 64, {8, 1254.3, 4});
   c.record(kGlm, FinalizeMode::kAtomic, 64, {16, 1200.0});
   ASSERT_TRUE(c.save(path).is_ok());
   TuningCache back;
@@ -48,7 +48,14 @@ TEST(Tuning, RoundTripThroughAFile) {
   EXPECT_EQ(back.lookup(kGlm, FinalizeMode::kAtomic, 64)->block_m, 16);
   EXPECT_FALSE(back.lookup(kGlm, FinalizeMode::kAtomic, 512).has_value());
   EXPECT_FALSE(back.lookup(MoeShape{128, 4096, 1536, 8}, FinalizeMode::kDeterministic, 512).has_value());
-  EXPECT_EQ(back.choices_for(kGlm, FinalizeMode::kDeterministic), (std::map<int64_t, int>{{64, 8}, {512, 32}}));
+  EXPECT_EQ(back.lookup(kGlm, FinalizeMode::kDeterministic, 300)->down_k_splits, 1);
+  EXPECT_EQ(back.lookup(kGlm, FinalizeMode::kDeterministic, 64)->down_k_splits, 4);
+  const auto choices = back.choices_for(kGlm, FinalizeMode::kDeterministic);
+  ASSERT_EQ(choices.size(), 2u);
+  EXPECT_EQ(choices.at(64).block_m, 8);
+  EXPECT_EQ(choices.at(64).down_k_splits, 4);
+  EXPECT_EQ(choices.at(512).block_m, 32);
+  EXPECT_EQ(choices.at(512).down_k_splits, 1);
 }
 
 TEST(Tuning, MissingCorruptTruncatedAndForeignFilesFallBackWithOneLine) {
@@ -74,6 +81,9 @@ TEST(Tuning, MissingCorruptTruncatedAndForeignFilesFallBackWithOneLine) {
       {"other gpu", [&] { TuningCache o(TuningEnvironment{"NVIDIA H100", 132, 13000, 13000, "0.1.0"}); return o.to_json(); }(), "recorded for NVIDIA H100"},
       {"other version", [&] { TuningCache o(TuningEnvironment{"NVIDIA H200", 132, 13000, 13000, "0.0.9"}); return o.to_json(); }(), "fp4moe 0.0.9"},
       {"bad block_m", R"({"format":1,"environment":{"gpu":"NVIDIA H200","sms":132,"driver":13000,"runtime":13000,"fp4moe":"0.1.0"},"entries":[{"experts":256,"hidden":6144,"intermediate":2048,"top_k":8,"finalize":"deterministic","tokens_bucket":8,"block_m":12,"us":1}]})", "invalid fields"},
+      {"bad down_k_splits", R"({"format":1,"environment":{"gpu":"NVIDIA H200","sms":132,"driver":13000,"runtime":13000,"fp4moe":"0.1.0"},"entries":[{"experts":256,"hidden":6144,"intermediate":2048,"top_k":8,"finalize":"deterministic","tokens_bucket":8,"block_m":8,"down_k_splits":3,"us":1}]})", "invalid fields"},
+      {"down_k_splits not dividing I over 256", R"({"format":1,"environment":{"gpu":"NVIDIA H200","sms":132,"driver":13000,"runtime":13000,"fp4moe":"0.1.0"},"entries":[{"experts":256,"hidden":6144,"intermediate":256,"top_k":8,"finalize":"deterministic","tokens_bucket":8,"block_m":8,"down_k_splits":2,"us":1}]})", "invalid fields"},
+      {"wrong type", R"({"format":1,"environment":{"gpu":"NVIDIA H200","sms":132,"driver":13000,"runtime":13000,"fp4moe":"0.1.0"},"entries":[{"experts":"256","hidden":6144,"intermediate":2048,"top_k":8,"finalize":"deterministic","tokens_bucket":8,"block_m":8,"us":1}]})", "wrong type"},
       {"entries not a list", R"({"format":1,"environment":{"gpu":"NVIDIA H200","sms":132,"driver":13000,"runtime":13000,"fp4moe":"0.1.0"},"entries":5})", "not a list"},
   };
   for (const auto& b : bad) {
