@@ -113,7 +113,9 @@ struct MoeLayer::Impl {
   void adopt(const TuningCache& cache, const std::string& source) {
     tuned.clear();
     for (const auto& [bucket, c] : cache.choices_for(shape, options.finalize))
-      if (pick(c.block_m) != nullptr && c.down_k_splits >= 1 && shape.intermediate % (256 * c.down_k_splits) == 0)
+      if (pick(c.block_m) != nullptr &&
+          (c.down_k_splits == 1 || c.down_k_splits == 2 || c.down_k_splits == 4 || c.down_k_splits == 8) &&
+          shape.intermediate % (256 * c.down_k_splits) == 0)
         tuned[bucket] = c;
     if (!tuned.empty()) tuning_source = source + " (" + std::to_string(tuned.size()) + " token buckets)";
   }
@@ -337,7 +339,8 @@ Status MoeLayer::can_implement(const MoeForwardArgs& a) const {
     const int64_t pairs = a.num_tokens * s.top_k;
     const int64_t chunks = pairs / 8 + std::min(s.num_experts, pairs) + 1;
     const int64_t tiles = std::max(2 * s.intermediate, s.hidden) / 128;
-    if (chunks * tiles * std::max(1, a.down_k_splits) >= (int64_t{1} << 31))
+    const int splits = a.down_k_splits ? a.down_k_splits : down_k_splits_for(a.num_tokens);
+    if (chunks * tiles * std::max(1, splits) >= (int64_t{1} << 31))
       return invalid_argument("num_tokens " + std::to_string(a.num_tokens) +
                               " makes more than 2^31 GEMM work items for this shape; split the batch");
   }

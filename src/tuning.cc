@@ -111,36 +111,50 @@ Status TuningCache::load(const std::string& path, const TuningEnvironment& env, 
   if (j.is_discarded() || !j.is_object()) return reject("not valid JSON (corrupt or truncated)");
   if (!j.contains("format") || !j["format"].is_number_integer() || j["format"].get<int>() != kFormat)
     return reject("unknown format");
-  const auto& e = j.value("environment", nlohmann::json::object());
+  // Typed readers: a missing field gives the default; a field of another type (a string where a number
+  // belongs, a float or bool where an integer does) makes the file invalid instead of throwing.
+  auto int_field = [](const nlohmann::json& x, const char* k, int64_t def, int64_t* v) {
+    if (!x.contains(k)) return *v = def, true;
+    if (!x[k].is_number_integer()) return false;
+    *v = x[k].get<int64_t>();
+    return true;
+  };
+  auto str_field = [](const nlohmann::json& x, const char* k, std::string* v) {
+    if (!x.contains(k) || !x[k].is_string()) return false;
+    *v = x[k].get<std::string>();
+    return true;
+  };
+  if (!j.contains("environment") || !j["environment"].is_object()) return reject("no environment");
+  const auto& e = j["environment"];
   TuningEnvironment have;
-  if (!e.is_object() || !e.contains("gpu") || !e["gpu"].is_string()) return reject("no environment");
-  have.gpu = e.value("gpu", "");
-  have.sms = e.value("sms", 0);
-  have.driver = e.value("driver", 0);
-  have.runtime = e.value("runtime", 0);
-  have.fp4moe = e.value("fp4moe", "");
+  int64_t sms = 0, driver = 0, runtime = 0;
+  if (!str_field(e, "gpu", &have.gpu) || !str_field(e, "fp4moe", &have.fp4moe) || !int_field(e, "sms", 0, &sms) ||
+      !int_field(e, "driver", 0, &driver) || !int_field(e, "runtime", 0, &runtime) || sms < 0 || sms > (1 << 20) ||
+      driver < 0 || driver > (1 << 30) || runtime < 0 || runtime > (1 << 30))
+    return reject("the environment has missing or wrongly typed fields");
+  have.sms = static_cast<int>(sms);
+  have.driver = static_cast<int>(driver);
+  have.runtime = static_cast<int>(runtime);
   if (!(have == env)) return reject("recorded for " + have.describe() + ", this is " + env.describe());
-  const auto entries = j.value("entries", nlohmann::json::array());
+  if (!j.contains("entries")) return reject("no entries");
+  const auto& entries = j["entries"];
   if (!entries.is_array()) return reject("entries is not a list");
+  const auto ms = shipped_block_ms();
   for (const auto& x : entries) {
     if (!x.is_object()) return reject("an entry is not an object");
-    // value() throws on a field of the wrong type (a string where a number belongs): that is a bad file too.
-    try {
-      const int64_t E = x.value("experts", int64_t{0}), H = x.value("hidden", int64_t{0}),
-                    I = x.value("intermediate", int64_t{0}), K = x.value("top_k", int64_t{0}),
-                    bucket = x.value("tokens_bucket", int64_t{0});
-      const int bm = x.value("block_m", 0), splits = x.value("down_k_splits", 1);
-      const std::string mode = x.value("finalize", "");
-      const auto ms = shipped_block_ms();
-      if (E <= 0 || H <= 0 || I <= 0 || K <= 0 || bucket <= 0 || (mode != "deterministic" && mode != "atomic") ||
-          std::find(ms.begin(), ms.end(), bm) == ms.end() ||
-          (splits != 1 && splits != 2 && splits != 4 && splits != 8) || I % (256 * splits) != 0)
-        return reject("an entry has invalid fields");
-      c.record(MoeShape{E, H, I, K}, mode == "atomic" ? FinalizeMode::kAtomic : FinalizeMode::kDeterministic, bucket,
-               TunedChoice{bm, x.value("us", 0.0), splits});
-    } catch (const nlohmann::json::exception&) {
-      return reject("an entry has a field of the wrong type");
-    }
+    int64_t E = 0, H = 0, I = 0, K = 0, bucket = 0, bm = 0, splits = 0;
+    std::string mode;
+    if (!int_field(x, "experts", 0, &E) || !int_field(x, "hidden", 0, &H) || !int_field(x, "intermediate", 0, &I) ||
+        !int_field(x, "top_k", 0, &K) || !int_field(x, "tokens_bucket", 0, &bucket) ||
+        !int_field(x, "block_m", 0, &bm) || !int_field(x, "down_k_splits", 1, &splits) || !str_field(x, "finalize", &mode) ||
+        (x.contains("us") && !x["us"].is_number()))
+      return reject("an entry has a missing field or one of the wrong type");
+    if (E <= 0 || H <= 0 || I <= 0 || K <= 0 || bucket <= 0 || (mode != "deterministic" && mode != "atomic") ||
+        std::find(ms.begin(), ms.end(), bm) == ms.end() ||
+        (splits != 1 && splits != 2 && splits != 4 && splits != 8) || I % (256 * splits) != 0)
+      return reject("an entry has invalid fields");
+    c.record(MoeShape{E, H, I, K}, mode == "atomic" ? FinalizeMode::kAtomic : FinalizeMode::kDeterministic, bucket,
+             TunedChoice{static_cast<int>(bm), x.contains("us") ? x["us"].get<double>() : 0.0, static_cast<int>(splits)});
   }
   *out = std::move(c);
   if (note) *note = "";

@@ -115,6 +115,7 @@ int run_bench(const BenchOpts& o) {
     const std::string script = FP4MOE_SOURCE_DIR "/tools/roofline.py '" + log + "' '" + o.plot + "'";
     const std::string cmd = "if python3 -c 'import matplotlib' 2>/dev/null; then python3 " + script +
                             "; else /usr/bin/python3 " + script + "; fi";
+    std::fflush(stdout);  // the table first, then the script's own line
     if (std::system(cmd.c_str()) != 0) {
       std::fprintf(stderr, "error: the roofline plot failed (%s)\n", cmd.c_str());
       return 1;

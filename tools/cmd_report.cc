@@ -11,6 +11,7 @@
 
 #include "fp4moe/cutlass_model.h"
 #include "fp4moe/planner.h"
+#include "fp4moe/tuning.h"
 #include "fp4moe/version.h"
 #include "tools/commands.h"
 #include "tools/live_device.h"
@@ -33,6 +34,7 @@ int run(const Opts& o) {
     return 2;
   }
   nlohmann::json js;
+  int rc_timing = 0;  // a failed tuning or benchmark step: the report is still written, then this is returned
   js["fp4moe"] = FP4MOE_VERSION_STRING;
   js["model"] = {{"key", m->key}, {"name", m->name}, {"experts", m->shape.num_experts}, {"hidden", m->shape.hidden},
                  {"intermediate", m->shape.intermediate}, {"top_k", m->shape.top_k}, {"moe_layers", m->moe_layers}};
@@ -110,17 +112,24 @@ int run(const Opts& o) {
     std::printf("\n%s\n", timing.c_str());
   } else {
     // 4. On this GPU: tune within the budget (into the default tuning cache), then the benchmark.
-    std::printf("\n4. Tuning on %s (at most %.0f s; the cache is what the layer reads at init)\n", live.name.c_str(),
-                o.tune_budget_s);
+    std::printf("\n4. Tuning on %s (at most %.0f s), into the default tuning cache %s: every MoeLayer on this GPU\n"
+                "   reads it at init from now on (--no-timing skips this; `fp4moe tune --cache FILE` tunes elsewhere)\n",
+                live.name.c_str(), o.tune_budget_s, default_tuning_cache_path().c_str());
     std::fflush(stdout);
     std::string tj, bj;
-    if (const int rc = tune_model(o.model, o.tune_budget_s, &tj); rc != 0) return rc;
+    const int tune_rc = tune_model(o.model, o.tune_budget_s, &tj);
     std::printf("\n5. Benchmark on %s\n", live.name.c_str());
     std::fflush(stdout);
-    if (const int rc = bench_model(o.model, o.plot, &bj); rc != 0) return rc;
-    js["timing"] = {{"gpu", live.name}, {"tuning", nlohmann::json::parse(tj)}, {"bench", nlohmann::json::parse(bj)},
-                    {"roofline_png", o.plot}};
-    std::printf("wrote %s\n", o.plot.c_str());
+    const int bench_rc = bench_model(o.model, o.plot, &bj);
+    // A failed step is recorded and the report (plans, floors) is still written.
+    js["timing"] = {{"gpu", live.name},
+                    {"tuning", tj.empty() ? nlohmann::json("failed (exit code " + std::to_string(tune_rc) + ")")
+                                          : nlohmann::json::parse(tj)},
+                    {"bench", bj.empty() ? nlohmann::json("failed (exit code " + std::to_string(bench_rc) + ")")
+                                         : nlohmann::json::parse(bj)},
+                    {"roofline_png", bench_rc == 0 ? nlohmann::json(o.plot) : nlohmann::json("not drawn")}};
+    if (bench_rc == 0) std::printf("wrote %s\n", o.plot.c_str());
+    if (tune_rc != 0 || bench_rc != 0) rc_timing = tune_rc != 0 ? tune_rc : bench_rc;
   }
   std::ofstream f(o.out);
   if (!f || !(f << js.dump(2) << "\n")) {
@@ -128,7 +137,7 @@ int run(const Opts& o) {
     return 1;
   }
   std::printf("wrote %s\n", o.out.c_str());
-  return 0;
+  return rc_timing;
 }
 
 }  // namespace

@@ -136,6 +136,7 @@ Status run_moe_bench(const MoeBenchOptions& o, MoeBenchDevice* dev, std::vector<
   std::vector<int> split_list;
   for (int sp : o.down_k_splits.empty() ? std::vector<int>{0} : o.down_k_splits)
     if (sp == 0 || I % (256 * sp) == 0) split_list.push_back(sp);
+  if (split_list.empty()) return invalid_argument("none of the requested down K split counts divides I / 256");
   const int max_split = *std::max_element(split_list.begin(), split_list.end());
   const double bytes_per_expert = (2.0 * I * H + double(H) * I) * 0.5625;
   const double read_gbs = o.baselines ? dev->read_gbs : 0;
@@ -305,7 +306,7 @@ void print_moe_bench(const MoeBenchOptions& o, const MoeBenchDevice& dev, const 
     std::fprintf(f, "  T=%lld: max tokens on one expert %d; layer us by block_m:", static_cast<long long>(r.T), r.max_per_expert);
     for (const auto& [bm, us] : r.layer_us_by_bm) std::fprintf(f, " bm%d %.0f", bm, us);
     if (r.down_k_splits > 1) std::fprintf(f, " (fastest with the down K in %d splits)", r.down_k_splits);
-    std::fprintf(f, " (heuristic picks %d)", r.heuristic_bm);
+    std::fprintf(f, " (the layer picks %d)", r.heuristic_bm);
     if (r.layer_plain_us > 0)
       std::fprintf(f, "; at bm%d: %.1f us, without programmatic launch %.1f us (%+.1f%%), atomic finalize %.1f us (%+.1f%%)",
                    r.block_m, r.layer_us, r.layer_plain_us, 100.0 * (r.layer_plain_us / r.layer_us - 1.0),

@@ -33,7 +33,9 @@ enum class GlobalScaleKind {
 
 // How the down projection's k slots of a token are summed.
 enum class FinalizeMode {
-  kDeterministic,  // fp32 partial per (token, slot), then a fixed-order sum: bit-identical run to run
+  kDeterministic,  // fp32 partial per (token, slot), then a fixed-order sum: bit-identical run to run for the
+                   // same inputs, T and layer (block_m and down K splits, which a tuning cache may choose per
+                   // tokens bucket, change the summation order; tuning_cache = "none" pins the heuristic)
   kAtomic,         // fp32 atomics into a [T, H] buffer: less traffic, summation order not fixed
 };
 

@@ -101,6 +101,8 @@ struct Problem {
     o.gate_up_order = c.gate_first ? GateUpOrder::kGateFirst : GateUpOrder::kUpFirst;
     o.global_scale_kind = c.dequant_kind ? GlobalScaleKind::kDequantize : GlobalScaleKind::kQuantize;
     o.programmatic_launch = c.pdl;
+    o.tuning_cache = "none";  // what the tests run must not depend on a cache left on the machine (tests of
+                              // tuning call use_tuning themselves)
     const Status st = layer.init(shape, o, w13.device(), w2.device(), nullptr);
     ASSERT_TRUE(st.is_ok()) << st.to_string();
     hidden.alloc(in.hidden.size() * 2);

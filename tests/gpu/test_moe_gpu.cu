@@ -75,6 +75,9 @@ TEST(MoeGpu, TunedBlockMAndDownSplitsAreUsed) {
   EXPECT_EQ(p.layer.down_k_splits_for(3), 4);
   EXPECT_EQ(p.layer.down_k_splits_for(5), 1) << "another bucket keeps the default";
   EXPECT_GT(p.layer.workspace_size(3), before);
+  // run() uses the tuned split count: the untuned size is now too small for its partial sums.
+  const Status small = p.layer.run(p.args(), p.ws.get(), before, nullptr);
+  EXPECT_EQ(small.code(), StatusCode::kResourceExhausted) << small.to_string();
   p.ws.alloc(p.layer.workspace_size(3));
   p.run_poisoned();
   if (HasFatalFailure()) return;

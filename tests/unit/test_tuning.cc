@@ -84,6 +84,8 @@ TEST(Tuning, MissingCorruptTruncatedAndForeignFilesFallBackWithOneLine) {
       {"bad down_k_splits", R"({"format":1,"environment":{"gpu":"NVIDIA H200","sms":132,"driver":13000,"runtime":13000,"fp4moe":"0.1.0"},"entries":[{"experts":256,"hidden":6144,"intermediate":2048,"top_k":8,"finalize":"deterministic","tokens_bucket":8,"block_m":8,"down_k_splits":3,"us":1}]})", "invalid fields"},
       {"down_k_splits not dividing I over 256", R"({"format":1,"environment":{"gpu":"NVIDIA H200","sms":132,"driver":13000,"runtime":13000,"fp4moe":"0.1.0"},"entries":[{"experts":256,"hidden":6144,"intermediate":256,"top_k":8,"finalize":"deterministic","tokens_bucket":8,"block_m":8,"down_k_splits":2,"us":1}]})", "invalid fields"},
       {"wrong type", R"({"format":1,"environment":{"gpu":"NVIDIA H200","sms":132,"driver":13000,"runtime":13000,"fp4moe":"0.1.0"},"entries":[{"experts":"256","hidden":6144,"intermediate":2048,"top_k":8,"finalize":"deterministic","tokens_bucket":8,"block_m":8,"us":1}]})", "wrong type"},
+      {"float block_m", R"({"format":1,"environment":{"gpu":"NVIDIA H200","sms":132,"driver":13000,"runtime":13000,"fp4moe":"0.1.0"},"entries":[{"experts":256,"hidden":6144,"intermediate":2048,"top_k":8,"finalize":"deterministic","tokens_bucket":8,"block_m":8.9,"us":1}]})", "wrong type"},
+      {"environment sms a string", R"({"format":1,"environment":{"gpu":"NVIDIA H200","sms":"132","driver":13000,"runtime":13000,"fp4moe":"0.1.0"},"entries":[]})", "wrongly typed"},
       {"entries not a list", R"({"format":1,"environment":{"gpu":"NVIDIA H200","sms":132,"driver":13000,"runtime":13000,"fp4moe":"0.1.0"},"entries":5})", "not a list"},
   };
   for (const auto& b : bad) {
