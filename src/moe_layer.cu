@@ -286,9 +286,16 @@ int MoeLayer::block_m_for(int64_t num_tokens) const {
   // dequantizes its expert's weights again and the dequantization is what limits the kernels, so the
   // chunk should hold nearly every expert's tokens (mean + 3 sd of a Poisson count), but no more: unused
   // 8-token MMA tiles are skipped, yet a larger tile has fewer resident warps.
+  // With at most 16 (token, expert) pairs -- a handful of experts, each streamed by few blocks -- the 16-token
+  // tile's deeper pipeline (4 stages at 2 blocks/SM on the H200, against 3 at 3) wins: 2-8% at T=1 in every
+  // tuning and benchmark run of this session (docs/perf/tuning.md, moe-decode.md).
   const double mean = static_cast<double>(num_tokens) * impl_->shape.top_k / impl_->shape.num_experts;
   const double busiest = mean + 3.0 * std::sqrt(mean);
-  const int want = busiest <= 8.0 ? 8 : busiest <= 20.0 ? 16 : busiest <= 40.0 ? 32 : 64;
+  const int want = num_tokens * impl_->shape.top_k <= 16 ? 16
+                   : busiest <= 8.0                      ? 8
+                   : busiest <= 20.0                     ? 16
+                   : busiest <= 40.0                     ? 32
+                                                         : 64;
   int best = 0;
   for (const auto& s : impl_->sels) {
     const int m = s.set->block_m;
