@@ -24,15 +24,8 @@ __global__ void dequantize_nvfp4_kernel(DequantizeNvfp4Params p) {
   const int64_t u = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
   const int64_t units = p.rows * nsc;
   if (u >= units) return;
-  int64_t r, sc;  // 32-bit division whenever the grid allows (several times cheaper than 64-bit)
-  if (units <= 0xFFFFFFFFll) {
-    const uint32_t u32 = static_cast<uint32_t>(u), n32 = static_cast<uint32_t>(nsc);
-    r = u32 / n32;
-    sc = u32 - static_cast<uint32_t>(r) * n32;
-  } else {
-    r = u / nsc;
-    sc = u % nsc;
-  }
+  int64_t r, sc;
+  split_flat_index(u, nsc, units, &r, &sc);
   const uint2 q = *reinterpret_cast<const uint2*>(p.packed + r * (p.k / 2) + sc * 8);
   const float sf = e4m3_decode(p.scales[scale_offset(r, sc, nsc, p.layout)]);
   const float inv_gs = __frcp_rn(*p.gs);  // IEEE 1/gs, as the host's 1.0f / gs

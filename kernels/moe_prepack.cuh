@@ -46,8 +46,7 @@ __global__ void prepack_weights_kernel(PrepackParams p) {
   if (w >= words) return;
   const int64_t group = w / 128, in_group = w % 128;  // 512 B = 128 words per (e, r, g)
   const int lane = static_cast<int>(in_group / 4), s = static_cast<int>(in_group % 4);
-  const int64_t k64 = p.k / pack::kGroupK, n16 = p.n / 16;
-  const int64_t g = group % k64, r = (group / k64) % n16, e = group / (k64 * n16);
+  const auto [e, r, g] = pack::group_coords(group, p.n, p.k);
   const int gl = lane / 4, t = lane % 4;
   uint32_t out = 0;
 #pragma unroll
@@ -71,8 +70,7 @@ __global__ void prepack_scales_kernel(PrepackParams p) {
   if (i >= bytes) return;
   const int64_t group = i / 64;
   const int b = static_cast<int>(i % 64);
-  const int64_t k64 = p.k / pack::kGroupK, n16 = p.n / 16;
-  const int64_t g = group % k64, r = (group / k64) % n16, e = group / (k64 * n16);
+  const auto [e, r, g] = pack::group_coords(group, p.n, p.k);
   const int gl = b / 8, h = (b / 4) % 2, s = b % 4;
   const int64_t row = prepack_src_row(p, r, gl + 8 * h);
   const uint8_t src = p.src_scales[(e * p.n + row) * (p.k / 16) + g * 4 + s];

@@ -57,4 +57,18 @@ __device__ __forceinline__ uint8_t nvfp4_block_scale(float gs, float block_amax)
   return e4m3_encode(__fdiv_rn(__fmul_rn(gs, block_amax), 6.0f));
 }
 
+// Row and column of flat index u (< units) of a grid with `cols` columns. A 64-bit division costs several
+// times a 32-bit one and the grids of these kernels nearly always have fewer than 2^32 units: then it
+// divides in 32 bits.
+__device__ __forceinline__ void split_flat_index(int64_t u, int64_t cols, int64_t units, int64_t* row, int64_t* col) {
+  if (units <= 0xFFFFFFFFll) {
+    const uint32_t u32 = static_cast<uint32_t>(u), n32 = static_cast<uint32_t>(cols), r32 = u32 / n32;
+    *row = r32;
+    *col = u32 - r32 * n32;
+  } else {
+    *row = u / cols;
+    *col = u % cols;
+  }
+}
+
 }  // namespace fp4moe::kernels

@@ -1,5 +1,5 @@
-// Thin wrappers over the PTX instructions the GEMM kernels use (cp.async, ldmatrix, mma.sync, bf16x2 mul,
-// prmt, lop3, griddepcontrol), each with the reason it is used and its PTX ISA section.
+// Thin wrappers over the PTX instructions the GEMM kernels use (cp.async, ldmatrix, mma.sync, prmt, lop3,
+// griddepcontrol), each with the reason it is used and its PTX ISA section.
 #pragma once
 
 #include <cstdint>
@@ -44,20 +44,6 @@ __device__ __forceinline__ void mma_bf16_16816(float (&d)[4], const uint32_t (&a
       "{%0,%1,%2,%3};\n"
       : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-}
-
-// Two bf16 products in one instruction. Inputs may be bf16 subnormals (our raw E2M1 values are); bf16
-// arithmetic has no flush-to-zero mode. sm_90+ has `mul.rn.bf16x2`; sm_80/89 use `fma.rn.bf16x2` with a
-// -0 addend, which leaves every product (and the sign of zero) unchanged. PTX ISA "mul" / "fma" (half precision):
-// https://docs.nvidia.com/cuda/parallel-thread-execution/#half-precision-floating-point-instructions-mul
-__device__ __forceinline__ uint32_t mul_bf16x2(uint32_t a, uint32_t b) {
-  uint32_t d;
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  asm("mul.rn.bf16x2 %0, %1, %2;\n" : "=r"(d) : "r"(a), "r"(b));
-#else
-  asm("fma.rn.bf16x2 %0, %1, %2, %3;\n" : "=r"(d) : "r"(a), "r"(b), "r"(0x80008000u));
-#endif
-  return d;
 }
 
 // Byte permute: result byte i = byte sel_i of the 8-byte pair {b:a} (PTX ISA "prmt").

@@ -57,16 +57,8 @@ __global__ void quantize_nvfp4_kernel(QuantizeNvfp4Params p) {
   const int64_t u = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
   const int64_t units = rows_pad * nsc_pad;
   if (u >= units) return;
-  // 64-bit division costs several times a 32-bit one; the grid almost always fits 32 bits.
   int64_t r, sc;
-  if (units <= 0xFFFFFFFFll) {
-    const uint32_t u32 = static_cast<uint32_t>(u), n32 = static_cast<uint32_t>(nsc_pad);
-    r = u32 / n32;
-    sc = u32 - static_cast<uint32_t>(r) * n32;
-  } else {
-    r = u / nsc_pad;
-    sc = u % nsc_pad;
-  }
+  split_flat_index(u, nsc_pad, units, &r, &sc);
 
   float gs;
   if (p.gs_in != nullptr) {

@@ -46,6 +46,25 @@ double DecodedExperts::inv_global(int64_t e) const {
   return inv_[static_cast<size_t>(e)];
 }
 
+namespace {
+
+// Exact fp64 dot product of a decoded weight row with an activation vector, and the sum of the terms'
+// magnitudes (what the fp32 accumulation error of the kernels is bounded by).
+struct Dot {
+  double sum = 0, abs = 0;
+};
+Dot dot(const float* w, const double* x, int64_t n) {
+  Dot d;
+  for (int64_t i = 0; i < n; ++i) {
+    const double p = static_cast<double>(w[i]) * x[i];
+    d.sum += p;
+    d.abs += std::fabs(p);
+  }
+  return d;
+}
+
+}  // namespace
+
 PairActivation reference_gate_up(const MoeReferenceInput& in, int64_t t, int64_t s) {
   PairActivation r;
   const int32_t e = in.topk_ids[t * in.top_k + s];
@@ -62,15 +81,9 @@ PairActivation reference_gate_up(const MoeReferenceInput& in, int64_t t, int64_t
       const bool gate = half == 0;
       const int64_t row = (gate == in.gate_first) ? j : I + j;
       const double inv = in.w13->inv_global(e);
-      const float* wrow = in.w13->row(e, row);
-      double sum = 0, abs = 0;
-      for (int64_t h = 0; h < H; ++h) {
-        const double p = static_cast<double>(wrow[h]) * x[static_cast<size_t>(h)];
-        sum += p;
-        abs += std::fabs(p);
-      }
-      v[half] = sum * inv;
-      a[half] = abs * inv;
+      const Dot d = dot(in.w13->row(e, row), x.data(), H);
+      v[half] = d.sum * inv;
+      a[half] = d.abs * inv;
     }
     const double g = v[0], u = v[1];
     const double sig = 1.0 / (1.0 + std::exp(-g));
@@ -100,15 +113,9 @@ LayerOutput reference_down(const MoeReferenceInput& in, const std::vector<std::v
       for (int64_t j = 0; j < I; ++j) a64[static_cast<size_t>(j)] = bf16_to_float(a[static_cast<size_t>(j)]);
       const double inv = in.w2->inv_global(e);
       for (int64_t h = 0; h < H; ++h) {
-        const float* wrow = in.w2->row(e, h);
-        double sum = 0, sabs = 0;
-        for (int64_t j = 0; j < I; ++j) {
-          const double p = static_cast<double>(wrow[j]) * a64[static_cast<size_t>(j)];
-          sum += p;
-          sabs += std::fabs(p);
-        }
-        o.out[static_cast<size_t>(t * H + h)] += rw * sum * inv;
-        abs[static_cast<size_t>(t * H + h)] += std::fabs(rw) * sabs * inv;
+        const Dot d = dot(in.w2->row(e, h), a64.data(), I);
+        o.out[static_cast<size_t>(t * H + h)] += rw * d.sum * inv;
+        abs[static_cast<size_t>(t * H + h)] += std::fabs(rw) * d.abs * inv;
       }
     }
   }

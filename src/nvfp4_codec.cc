@@ -112,11 +112,17 @@ uint8_t Nvfp4Matrix::scale(int64_t r, int64_t sc) const {
   return scales[static_cast<size_t>(scale_offset(r, sc, num_scale_cols(), scale_layout))];
 }
 
-Status validate_quantize_input(const float* x, int64_t rows, int64_t k) {
+Status validate_nvfp4_shape(int64_t rows, int64_t k) {
   if (rows < 0) return invalid_argument("rows must be >= 0, got " + std::to_string(rows));
   if (k <= 0 || k % kNvfp4BlockSize != 0)
     return invalid_argument("K must be a positive multiple of 16 (one UE4M3 scale per 16 elements), got " +
                             std::to_string(k));
+  if (rows > (int64_t{1} << 40) / k) return invalid_argument("rows * K is too large (over 2^40 elements)");
+  return Status::ok();
+}
+
+Status validate_quantize_input(const float* x, int64_t rows, int64_t k) {
+  FP4MOE_RETURN_IF_ERROR(validate_nvfp4_shape(rows, k));
   if (rows > 0 && x == nullptr) return invalid_argument("input pointer is null");
   for (int64_t i = 0; i < rows * k; ++i) {
     if (!std::isfinite(x[i]))
@@ -179,7 +185,7 @@ Status quantize_nvfp4_bf16(const uint16_t* x, int64_t rows, int64_t k, std::opti
 
 Status dequantize_nvfp4(const Nvfp4Matrix& m, std::vector<float>* out) {
   if (out == nullptr) return invalid_argument("output vector pointer is null");
-  if (m.k <= 0 || m.k % kNvfp4BlockSize != 0) return invalid_argument("K must be a positive multiple of 16");
+  FP4MOE_RETURN_IF_ERROR(validate_nvfp4_shape(m.rows, m.k));
   if (static_cast<int64_t>(m.packed.size()) != m.rows * m.k / 2 ||
       static_cast<int64_t>(m.scales.size()) != scale_buffer_bytes(m.rows, m.k, m.scale_layout))
     return invalid_argument("packed/scale buffer sizes do not match the matrix shape");
@@ -197,7 +203,7 @@ Status dequantize_nvfp4(const Nvfp4Matrix& m, std::vector<float>* out) {
 Status convert_scale_layout(const std::vector<uint8_t>& in, int64_t rows, int64_t k, ScaleLayout from,
                             ScaleLayout to, std::vector<uint8_t>* out) {
   if (out == nullptr) return invalid_argument("output vector pointer is null");
-  if (k <= 0 || k % kNvfp4BlockSize != 0) return invalid_argument("K must be a positive multiple of 16");
+  FP4MOE_RETURN_IF_ERROR(validate_nvfp4_shape(rows, k));
   if (static_cast<int64_t>(in.size()) != scale_buffer_bytes(rows, k, from))
     return invalid_argument("scale buffer holds " + std::to_string(in.size()) + " bytes, the " +
                             scale_layout_name(from) + " layout of [" + std::to_string(rows) + ", " +

@@ -1,5 +1,6 @@
 // Host launcher for kernels/quantize_nvfp4.cuh: argument checks, workspace, launches.
 #include "fp4moe/quantize.h"
+#include "fp4moe/nvfp4.h"
 #include "kernels/quantize_nvfp4.cuh"
 #include "src/cuda_util.h"
 
@@ -10,10 +11,7 @@ constexpr size_t kWorkspaceBytes = 16;  // [0] amax bits, [1] error flags (uint3
 }  // namespace
 
 Status QuantizeNvfp4::can_implement(const QuantizeNvfp4Args& a) {
-  if (a.rows < 0) return invalid_argument("rows must be >= 0, got " + std::to_string(a.rows));
-  if (a.k <= 0 || a.k % kNvfp4BlockSize != 0)
-    return invalid_argument("k must be a positive multiple of 16, got " + std::to_string(a.k));
-  if (a.rows > (int64_t{1} << 40) / a.k) return invalid_argument("rows * k is too large");
+  FP4MOE_RETURN_IF_ERROR(validate_nvfp4_shape(a.rows, a.k));
   if (a.rows == 0) return Status::ok();
   FP4MOE_RETURN_IF_ERROR(detail::check_device_pointer(a.input, 16, "input"));
   FP4MOE_RETURN_IF_ERROR(detail::check_device_pointer(a.packed, 8, "packed"));

@@ -5,7 +5,6 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
-#include <fstream>
 #include <string>
 #include <vector>
 
@@ -28,6 +27,7 @@ struct BenchOpts {
   std::vector<int64_t> tokens = {1, 8, 64, 256, 512, 1024, 2048, 4096};
   double zipf_s = 1.2;
   int block_m = 0, iters = 20;
+  std::vector<int> down_k_splits;  // empty: the layer's choice
   std::string* json_text = nullptr;  // also hand the JSON to the caller (report)
 };
 
@@ -70,15 +70,6 @@ bool prepare(const std::string& model, const ModelPreset** m) {
 #endif
 }
 
-[[maybe_unused]] bool write_file(const std::string& path, const std::string& text) {
-  std::ofstream f(path);
-  if (!f || !(f << text)) {
-    std::fprintf(stderr, "error: cannot write %s\n", path.c_str());
-    return false;
-  }
-  return true;
-}
-
 int run_bench(const BenchOpts& o) {
   const ModelPreset* m = nullptr;
   if (!prepare(o.model, &m)) return 2;
@@ -91,6 +82,7 @@ int run_bench(const BenchOpts& o) {
   b.zipf_s = o.zipf_s;
   b.min_iters = o.iters;
   if (o.block_m) b.block_ms = {o.block_m};
+  b.down_k_splits = o.down_k_splits;
   bench::MoeBenchDevice dev;
   std::vector<bench::MoeBenchRow> rows;
   if (const Status s = bench::run_moe_bench(b, &dev, &rows); !s.is_ok()) {
@@ -98,9 +90,9 @@ int run_bench(const BenchOpts& o) {
     return 1;
   }
   bench::print_moe_bench(b, dev, rows, stdout);
-  if (!o.json.empty() && !write_file(o.json, bench::moe_bench_json(b, dev, rows))) return 1;
+  if (!o.json.empty() && !write_text_file(o.json, bench::moe_bench_json(b, dev, rows))) return 1;
   if (o.json_text) *o.json_text = bench::moe_bench_json(b, dev, rows);
-  if (!o.csv.empty() && !write_file(o.csv, bench::moe_bench_csv(dev, rows))) return 1;
+  if (!o.csv.empty() && !write_text_file(o.csv, bench::moe_bench_csv(dev, rows))) return 1;
   if (!o.plot.empty()) {
     // tools/roofline.py reads the text table: write it beside the plot and call Debian's python3.
     const std::string log = o.plot + ".log";
@@ -234,6 +226,9 @@ void add_bench_and_tune(CLI::App& app, int* rc) {
   bench->add_option("--routing", b->routing, "uniform or zipf")->check(CLI::IsMember({"uniform", "zipf"}))->capture_default_str();
   bench->add_option("--zipf-s", b->zipf_s, "Zipf exponent")->check(CLI::Range(0.0, 10.0))->capture_default_str();
   bench->add_option("--block-m", b->block_m, "time only this block_m (default: every built-in one)")->check(CLI::IsMember({8, 16, 32, 64}));
+  bench->add_option("--down-k-splits", b->down_k_splits,
+                    "also time these down-GEMM K split counts per block_m, e.g. 1 2 4 (default: the layer's choice)")
+      ->check(CLI::IsMember({1, 2, 4, 8}));
   bench->add_option("--iters", b->iters, "timed runs per measurement (median)")->check(CLI::Range(5, 1000))->capture_default_str();
   bench->add_option("--json", b->json, "write the results as JSON");
   bench->add_option("--csv", b->csv, "write the results as CSV");

@@ -131,16 +131,21 @@ int run(const Opts& o) {
     if (bench_rc == 0) std::printf("wrote %s\n", o.plot.c_str());
     if (tune_rc != 0 || bench_rc != 0) rc_timing = tune_rc != 0 ? tune_rc : bench_rc;
   }
-  std::ofstream f(o.out);
-  if (!f || !(f << js.dump(2) << "\n")) {
-    std::fprintf(stderr, "error: cannot write %s\n", o.out.c_str());
-    return 1;
-  }
+  if (!write_text_file(o.out, js.dump(2) + "\n")) return 1;
   std::printf("wrote %s\n", o.out.c_str());
   return rc_timing;
 }
 
 }  // namespace
+
+bool write_text_file(const std::string& path, const std::string& text) {
+  std::ofstream f(path);
+  if (!f || !(f << text)) {
+    std::fprintf(stderr, "error: cannot write %s\n", path.c_str());
+    return false;
+  }
+  return true;
+}
 
 void add_report(CLI::App& app, int* rc) {
   auto o = std::make_shared<Opts>();

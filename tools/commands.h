@@ -3,6 +3,8 @@
 
 #include <CLI/CLI.hpp>
 
+#include <string>
+
 namespace fp4moe::cli {
 
 // Each adds its subcommand to `app`; when it runs, it stores its exit code in *rc.
@@ -10,6 +12,9 @@ void add_quantize_check(CLI::App& app, int* rc);
 void add_plan(CLI::App& app, int* rc);
 void add_report(CLI::App& app, int* rc);
 void add_bench_and_tune(CLI::App& app, int* rc);
+
+// Writes `text` to `path`; on failure prints "error: cannot write PATH" and returns false.
+bool write_text_file(const std::string& path, const std::string& text);
 
 // Used by `report` on a GPU: tune the model's layer within `budget_s` into the default tuning cache, then
 // benchmark it (roofline drawn to `plot`); each returns an exit code and its results as JSON text.

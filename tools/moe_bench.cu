@@ -151,7 +151,7 @@ Status run_moe_bench(const MoeBenchOptions& o, MoeBenchDevice* dev, std::vector<
     // Routing sets rotated between iterations so the active experts' weights are not L2-resident.
     const int sets = T <= 64 ? 16 : 4;
     // Room for the timed split counts and the 4-split comparison.
-    const size_t ws_bytes = layer.workspace_size(T, std::max(max_split, T <= 8 ? 4 : 0));
+    const size_t ws_bytes = layer.workspace_size(T, max_split);
     std::vector<DevBuf> ws(sets), ids(sets), wts(sets);
     DevBuf hid, out;
     FP4MOE_RETURN_IF_ERROR(hid.alloc(T * H * 2));
@@ -211,8 +211,6 @@ Status run_moe_bench(const MoeBenchOptions& o, MoeBenchDevice* dev, std::vector<
         const double us = phase(kPhaseAll, layer).median_us;
         FP4MOE_RETURN_IF_ERROR(failed);
         r.layer_us_by_config[{bm, sp}] = us;
-        const auto it = r.layer_us_by_bm.find(bm);
-        if (it == r.layer_us_by_bm.end() || us < it->second) r.layer_us_by_bm[bm] = us;
         if (us < r.layer_us) {
           r.layer_us = us;
           r.block_m = bm;
@@ -228,11 +226,6 @@ Status run_moe_bench(const MoeBenchOptions& o, MoeBenchDevice* dev, std::vector<
       r.down_us = phase(kPhaseDown, layer).median_us;
       r.layer_plain_us = phase(kPhaseAll, layer_plain).median_us;
       r.layer_atomic_us = phase(kPhaseAll, layer_atomic).median_us;
-      if (T <= 8 && (I / 256) % 4 == 0) {  // the evidence for the layer's default of 1 split (src/moe_layer.cu)
-        splits_override = 4;
-        r.layer_split4_us = phase(kPhaseAll, layer).median_us;
-        splits_override = r.down_k_splits;
-      }
       FP4MOE_RETURN_IF_ERROR(failed);
     }
     FP4MOE_RETURN_IF_ERROR(layer.check(ws[0].p, nullptr));
@@ -304,16 +297,13 @@ void print_moe_bench(const MoeBenchOptions& o, const MoeBenchDevice& dev, const 
                  dev.have_cublas ? "" : (" (cuBLAS unavailable: " + dev.cublas_error + ")").c_str());
   for (const auto& r : rows) {
     std::fprintf(f, "  T=%lld: max tokens on one expert %d; layer us by block_m:", static_cast<long long>(r.T), r.max_per_expert);
-    for (const auto& [bm, us] : r.layer_us_by_bm) std::fprintf(f, " bm%d %.0f", bm, us);
+    for (const auto& [bm, us] : r.layer_us_by_bm()) std::fprintf(f, " bm%d %.0f", bm, us);
     if (r.down_k_splits > 1) std::fprintf(f, " (fastest with the down K in %d splits)", r.down_k_splits);
     std::fprintf(f, " (the layer picks %d)", r.heuristic_bm);
     if (r.layer_plain_us > 0)
       std::fprintf(f, "; at bm%d: %.1f us, without programmatic launch %.1f us (%+.1f%%), atomic finalize %.1f us (%+.1f%%)",
                    r.block_m, r.layer_us, r.layer_plain_us, 100.0 * (r.layer_plain_us / r.layer_us - 1.0),
                    r.layer_atomic_us, 100.0 * (r.layer_atomic_us / r.layer_us - 1.0));
-    if (r.layer_split4_us > 0)
-      std::fprintf(f, "; down K in 4 splits %.1f us (%+.1f%%)", r.layer_split4_us,
-                   100.0 * (r.layer_split4_us / r.layer_us - 1.0));
     std::fprintf(f, "\n");
   }
   const MoeShape& s = o.shape;
@@ -355,7 +345,7 @@ std::string moe_bench_json(const MoeBenchOptions& o, const MoeBenchDevice& dev, 
   nlohmann::json arr = nlohmann::json::array();
   for (const auto& r : rows) {
     nlohmann::json by = nlohmann::json::object();
-    for (const auto& [bm, us] : r.layer_us_by_bm) by[std::to_string(bm)] = us;
+    for (const auto& [bm, us] : r.layer_us_by_bm()) by[std::to_string(bm)] = us;
     arr.push_back({{"tokens", r.T}, {"active_experts", r.active}, {"block_m", r.block_m}, {"heuristic_block_m", r.heuristic_bm},
                    {"layer_us_by_block_m", by}, {"route_us", r.route_us}, {"gate_up_us", r.gate_up_us},
                    {"down_us", r.down_us}, {"layer_us", r.layer_us}, {"weight_bytes", r.weight_bytes},
@@ -363,7 +353,7 @@ std::string moe_bench_json(const MoeBenchOptions& o, const MoeBenchDevice& dev, 
                    {"flop_per_byte", r.flop_per_byte}, {"cublas_gate_up_us", r.cublas_gate_up_us},
                    {"cublas_us", r.cublas_us}, {"projected_tokens_per_s", r.tokens_per_s},
                    {"layer_plain_launch_us", r.layer_plain_us}, {"layer_atomic_finalize_us", r.layer_atomic_us},
-                   {"layer_down_k_split4_us", r.layer_split4_us},
+                   {"down_k_splits", r.down_k_splits},
                    {"pct_compute_roof", dev.cublas_tflops > 0 ? 100.0 * r.tflops / dev.cublas_tflops : 0.0},
                    {"bound", dev.read_gbs <= 0 || dev.cublas_tflops <= 0 ? "unknown"
                              : r.flop_per_byte < dev.cublas_tflops * 1e3 / dev.read_gbs ? "memory" : "compute"}});
@@ -376,13 +366,13 @@ std::string moe_bench_csv(const MoeBenchDevice& dev, const std::vector<MoeBenchR
   std::ostringstream s;
   s << "tokens,active_experts,block_m,route_us,gate_up_us,down_us,layer_us,floor_us,gbs,pct_read_bw,tflops,"
        "cublas_gate_up_us,cublas_us,projected_tokens_per_s,layer_plain_launch_us,layer_atomic_finalize_us,"
-       "layer_down_k_split4_us,flop_per_byte,pct_compute_roof,bound\n";
+       "down_k_splits,flop_per_byte,pct_compute_roof,bound\n";
   const double ridge = dev.read_gbs > 0 ? dev.cublas_tflops * 1e3 / dev.read_gbs : 0;
   for (const auto& r : rows)
     s << r.T << ',' << r.active << ',' << r.block_m << ',' << r.route_us << ',' << r.gate_up_us << ',' << r.down_us << ','
       << r.layer_us << ',' << r.floor_us << ',' << r.gbs << ',' << r.pct_bw << ',' << r.tflops << ','
       << r.cublas_gate_up_us << ',' << r.cublas_us << ',' << r.tokens_per_s << ',' << r.layer_plain_us << ','
-      << r.layer_atomic_us << ',' << r.layer_split4_us << ',' << r.flop_per_byte << ','
+      << r.layer_atomic_us << ',' << r.down_k_splits << ',' << r.flop_per_byte << ','
       << (dev.cublas_tflops > 0 ? 100.0 * r.tflops / dev.cublas_tflops : 0.0) << ','
       << (ridge <= 0 || dev.cublas_tflops <= 0 ? "unknown" : r.flop_per_byte < ridge ? "memory" : "compute") << '\n';
   return s.str();

@@ -36,8 +36,14 @@ struct MoeBenchRow {
   int max_per_expert = 0;
   int block_m = 0, heuristic_bm = 0;  // the fastest config, and what the layer picks by itself (its tuning
                                       // cache, else the heuristic; the tuner's layer reads no cache)
-  std::map<int, double> layer_us_by_bm;                   // the best over the timed split counts
   std::map<std::pair<int, int>, double> layer_us_by_config;  // (block_m, down K splits; 0 = the layer's choice)
+  // Per block_m, the best over the timed split counts.
+  std::map<int, double> layer_us_by_bm() const {
+    std::map<int, double> by;
+    for (const auto& [cfg, us] : layer_us_by_config)
+      if (!by.count(cfg.first) || us < by[cfg.first]) by[cfg.first] = us;
+    return by;
+  }
   int down_k_splits = 0;                                      // of the fastest config (0 = the layer's choice)
   double route_us = 0, gate_up_us = 0, down_us = 0, layer_us = 0;
   double weight_bytes = 0, floor_us = 0, gbs = 0, pct_bw = 0, tflops = 0, flop_per_byte = 0;
@@ -45,7 +51,6 @@ struct MoeBenchRow {
   // The layer at the same block_m without programmatic dependent launch, and with the atomic finalize
   // (both timed when phases are; 0 otherwise).
   double layer_plain_us = 0, layer_atomic_us = 0;
-  double layer_split4_us = 0;  // T <= 8: the layer with the down GEMM's K in 4 splits (the default is 1)
   double tokens_per_s = 0;  // projected: T / (layer time x MoE layers)
 };
 

@@ -47,7 +47,11 @@ struct Nvfp4Matrix {
   uint8_t scale(int64_t r, int64_t sc) const;  // UE4M3 code of block (r, sc)
 };
 
-// Validates shape and values: k > 0 and a multiple of 16, rows >= 0, every value finite.
+// The shape rules every NVFP4 entry point shares (host codec and GPU kernels): rows >= 0, k a positive
+// multiple of 16 (one scale per 16 elements), rows * k at most 2^40 elements.
+Status validate_nvfp4_shape(int64_t rows, int64_t k);
+
+// Validates shape and values: validate_nvfp4_shape, and every value finite.
 Status validate_quantize_input(const float* x, int64_t rows, int64_t k);
 
 // Quantize row-major fp32 [rows, k] with the recipe. `global_scale`: the caller's, or computed from the

@@ -44,6 +44,14 @@ FP4MOE_HD constexpr int64_t weight_group_offset(int64_t e, int64_t r, int64_t g,
 FP4MOE_HD constexpr int64_t scale_group_offset(int64_t e, int64_t r, int64_t g, int64_t n, int64_t k) {
   return ((e * (n / 16) + r) * (k / kGroupK) + g) * kScaleGroupBytes;
 }
+// The inverse: (expert, 16-row tile, K group) of the group with index `group` (offset / group bytes).
+struct GroupCoords {
+  int64_t e, r, g;
+};
+FP4MOE_HD constexpr GroupCoords group_coords(int64_t group, int64_t n, int64_t k) {
+  const int64_t k64 = k / kGroupK, n16 = n / 16;
+  return GroupCoords{group / (k64 * n16), (group / k64) % n16, group % k64};
+}
 
 // Scales are re-encoded as "UE5M3": every UE4M3 value (subnormals included) is 2^e * (1 + m/8) with
 // e in [-9, 8]; byte = ((e + 9) << 3) | m. Then bf16 bits of (scale * 2^117) are just byte * 16 + 0x7580

@@ -38,6 +38,7 @@ bad quantize-check --row-exp 99
 bad nosuchcommand
 bad report --model llama
 bad bench --routing foo
+bad bench --down-k-splits 3
 bad tune --max-tokens 0
 if ! nvidia-smi -L >/dev/null 2>&1; then  # without a GPU the timing commands refuse in one line
   bad bench

@@ -160,6 +160,13 @@ class CutlassTruth : public ::testing::Test {
 
 const std::set<std::string> kKinds = {"moe_tactic", "moe_layout", "sm90", "blockscaled", "sm100carveout"};
 
+// A failure naming the truth line when the model refuses a configuration CUTLASS compiled; true if it accepted.
+bool model_accepts(const LineChecker& c, const Status& s) {
+  if (s.is_ok()) return true;
+  ADD_FAILURE() << c.where() << "model refuses: " << s.to_string();
+  return false;
+}
+
 TEST_F(CutlassTruth, EveryLineIsOfAKnownKind) {
   for (const TruthLine& l : lines_) {
     auto it = l.fields.find("kind");
@@ -177,11 +184,7 @@ TEST_F(CutlassTruth, MoeTacticsMatch) {
     CutlassSm120MoeTactic t;
     if (!version_of(c, &v) || !moe_tactic_of(c, &t)) continue;
     CutlassSm120MoePlan p;
-    const Status s = cutlass_sm120_moe_plan(v, t, &p);
-    if (!s.is_ok()) {
-      ADD_FAILURE() << c.where() << "model refuses the tactic: " << s.to_string();
-      continue;
-    }
+    if (!model_accepts(c, cutlass_sm120_moe_plan(v, t, &p))) continue;
     c.expect("limit", p.limit);
     c.expect("cap", p.builder.reduced_capacity);
     c.expect("sched_pipe", p.builder.scheduler_pipeline_bytes);
@@ -218,11 +221,7 @@ TEST_F(CutlassTruth, MoeLayoutsMatch) {
     int64_t stages = 0;
     if (!version_of(c, &v) || !moe_tactic_of(c, &t) || !c.get("stages", &stages)) continue;
     CutlassSm120MoeSmem r;
-    const Status s = cutlass_sm120_moe_smem(v, t, static_cast<int>(stages), &r);
-    if (!s.is_ok()) {
-      ADD_FAILURE() << c.where() << "model refuses: " << s.to_string();
-      continue;
-    }
+    if (!model_accepts(c, cutlass_sm120_moe_smem(v, t, static_cast<int>(stages), &r))) continue;
     c.expect("total", r.total);
     c.expect("tensors", r.tensors_bytes);
     c.expect("mainloop", r.mainloop_bytes);
@@ -285,11 +284,7 @@ TEST_F(CutlassTruth, Sm90BuilderMatches) {
     shape.b_bits = static_cast<int>(b_bits);
     shape.grouped = grouped != 0;
     CutlassSm90StageCount r;
-    Status s = cutlass_sm90_stage_count(v, shape, &r);
-    if (!s.is_ok()) {
-      ADD_FAILURE() << c.where() << "model refuses: " << s.to_string();
-      continue;
-    }
+    if (!model_accepts(c, cutlass_sm90_stage_count(v, shape, &r))) continue;
     c.expect("cap", r.reduced_capacity);
     c.expect("kernel_carveout", r.tensormap_bytes + r.scheduler_pipeline_bytes);
     c.expect("tmaps", r.tensormap_bytes);
@@ -300,7 +295,7 @@ TEST_F(CutlassTruth, Sm90BuilderMatches) {
     EXPECT_GE(keys.size(), 3u) << c.where();
     for (const auto& key : keys) {
       shape.carveout_bytes = key.second;
-      s = cutlass_sm90_stage_count(v, shape, &r);
+      const Status s = cutlass_sm90_stage_count(v, shape, &r);
       ASSERT_TRUE(s.is_ok()) << s.to_string();
       c.expect(key.first, r.stages);
     }
@@ -328,11 +323,7 @@ TEST_F(CutlassTruth, BlockScaledBuildersMatch) {
     shape.two_sm = two_sm != 0;
     shape.grouped = grouped != 0;
     CutlassBlockScaledStageCount r;
-    Status s = cutlass_blockscaled_stage_count(v, shape, &r);
-    if (!s.is_ok()) {
-      ADD_FAILURE() << c.where() << "model refuses: " << s.to_string();
-      continue;
-    }
+    if (!model_accepts(c, cutlass_blockscaled_stage_count(v, shape, &r))) continue;
     c.expect("cap", r.reduced_capacity);
     if (arch == 100) {
       c.expect("kernel_carveout", r.kernel_carveout);
@@ -352,7 +343,7 @@ TEST_F(CutlassTruth, BlockScaledBuildersMatch) {
     EXPECT_GE(keys.size(), 3u) << c.where();
     for (const auto& key : keys) {
       shape.carveout_bytes = key.second;
-      s = cutlass_blockscaled_stage_count(v, shape, &r);
+      const Status s = cutlass_blockscaled_stage_count(v, shape, &r);
       ASSERT_TRUE(s.is_ok()) << s.to_string();
       c.expect(key.first, r.stages);
     }
@@ -379,11 +370,7 @@ TEST_F(CutlassTruth, Sm100KernelCarveoutTermsMatch) {
     shape.two_sm = two_sm != 0;
     shape.grouped = grouped != 0;
     CutlassBlockScaledStageCount r;
-    const Status s = cutlass_blockscaled_stage_count(v, shape, &r);
-    if (!s.is_ok()) {
-      ADD_FAILURE() << c.where() << "model refuses: " << s.to_string();
-      continue;
-    }
+    if (!model_accepts(c, cutlass_blockscaled_stage_count(v, shape, &r))) continue;
     c.expect("acc_pipe", r.accumulator_pipeline_bytes);
     c.expect("clc_pipe", r.scheduler_pipeline_bytes);
     c.expect("load_order", r.load_order_barrier_bytes);

@@ -33,6 +33,15 @@ void extract(uint32_t q, uint32_t (&p)[4]) {
   p[3] = (((q << 6) & pack::kLastPairShl6) | ((q >> 2) & ~pack::kLastPairShl6)) & M;
 }
 
+TEST(WeightPack, GroupCoordsInvertTheGroupOffsets) {
+  const int64_t n = 96, k = 320;  // 6 tiles of 16 rows, 5 groups of 64
+  for (int64_t group = 0; group < 3 * 6 * 5; ++group) {
+    const pack::GroupCoords c = pack::group_coords(group, n, k);
+    EXPECT_EQ(pack::weight_group_offset(c.e, c.r, c.g, n, k), group * pack::kWeightGroupBytes) << group;
+    EXPECT_EQ(pack::scale_group_offset(c.e, c.r, c.g, n, k), group * pack::kScaleGroupBytes) << group;
+  }
+}
+
 TEST(WeightPack, BitLayoutIsABijection) {
   std::set<int> seen;
   for (int i = 0; i < 8; ++i)
