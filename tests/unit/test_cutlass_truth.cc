@@ -160,6 +160,21 @@ class CutlassTruth : public ::testing::Test {
 
 const std::set<std::string> kKinds = {"moe_tactic", "moe_layout", "sm90", "blockscaled", "sm100carveout"};
 
+// The tile of a block-scaled builder line (m, n, k, two_sm, grouped) for `arch`; false (and a recorded
+// failure, by LineChecker::get) when a field is missing.
+bool blockscaled_shape_of(LineChecker& c, int arch, CutlassBlockScaledShape* shape) {
+  int64_t m = 0, n = 0, k = 0, two_sm = 0, grouped = 0;
+  if (!c.get("m", &m) || !c.get("n", &n) || !c.get("k", &k) || !c.get("two_sm", &two_sm) || !c.get("grouped", &grouped))
+    return false;
+  shape->arch = arch;
+  shape->tile_m = static_cast<int>(m);
+  shape->tile_n = static_cast<int>(n);
+  shape->tile_k = static_cast<int>(k);
+  shape->two_sm = two_sm != 0;
+  shape->grouped = grouped != 0;
+  return true;
+}
+
 // A failure naming the truth line when the model refuses a configuration CUTLASS compiled; true if it accepted.
 bool model_accepts(const LineChecker& c, const Status& s) {
   if (s.is_ok()) return true;
@@ -309,19 +324,10 @@ TEST_F(CutlassTruth, BlockScaledBuildersMatch) {
   for (const TruthLine* l : lines) {
     LineChecker c(*l);
     CutlassVersion v{};
-    int64_t arch = 0, m = 0, n = 0, k = 0, two_sm = 0, grouped = 0;
-    if (!version_of(c, &v) || !c.get("arch", &arch) || !c.get("m", &m) || !c.get("n", &n) || !c.get("k", &k) ||
-        !c.get("two_sm", &two_sm) || !c.get("grouped", &grouped)) {
-      continue;
-    }
-    arches.insert(arch);
+    int64_t arch = 0;
     CutlassBlockScaledShape shape;
-    shape.arch = static_cast<int>(arch);
-    shape.tile_m = static_cast<int>(m);
-    shape.tile_n = static_cast<int>(n);
-    shape.tile_k = static_cast<int>(k);
-    shape.two_sm = two_sm != 0;
-    shape.grouped = grouped != 0;
+    if (!version_of(c, &v) || !c.get("arch", &arch) || !blockscaled_shape_of(c, static_cast<int>(arch), &shape)) continue;
+    arches.insert(arch);
     CutlassBlockScaledStageCount r;
     if (!model_accepts(c, cutlass_blockscaled_stage_count(v, shape, &r))) continue;
     c.expect("cap", r.reduced_capacity);
@@ -357,18 +363,8 @@ TEST_F(CutlassTruth, Sm100KernelCarveoutTermsMatch) {
   for (const TruthLine* l : lines) {
     LineChecker c(*l);
     CutlassVersion v{};
-    int64_t m = 0, n = 0, k = 0, two_sm = 0, grouped = 0;
-    if (!version_of(c, &v) || !c.get("m", &m) || !c.get("n", &n) || !c.get("k", &k) || !c.get("two_sm", &two_sm) ||
-        !c.get("grouped", &grouped)) {
-      continue;
-    }
     CutlassBlockScaledShape shape;
-    shape.arch = 100;
-    shape.tile_m = static_cast<int>(m);
-    shape.tile_n = static_cast<int>(n);
-    shape.tile_k = static_cast<int>(k);
-    shape.two_sm = two_sm != 0;
-    shape.grouped = grouped != 0;
+    if (!version_of(c, &v) || !blockscaled_shape_of(c, 100, &shape)) continue;
     CutlassBlockScaledStageCount r;
     if (!model_accepts(c, cutlass_blockscaled_stage_count(v, shape, &r))) continue;
     c.expect("acc_pipe", r.accumulator_pipeline_bytes);
