@@ -9,6 +9,7 @@
 
 #include "fp4moe/moe_gemm_config.h"
 #include "fp4moe/weight_pack.h"
+#include "kernels/moe_routing_warp.cuh"
 #include "kernels/nvfp4_dequant_mma.cuh"
 #include "kernels/ptx.cuh"
 #include "kernels/wgmma.cuh"
@@ -40,6 +41,8 @@ struct MoeGemmParams {
   int64_t split_stride;        // kFinalizeStore: floats between the k_splits partial buffers (P * N)
   const float* topk_weights;   // [T * k] router weights (finalize epilogues)
 };
+// (The routing inputs of the kFusedRouting kernels are a second kernel parameter, not members of this struct:
+// growing it, by one int, changed the code ptxas generates for every kernel, 2-3% slower on the H200.)
 
 // One 64-wide K group of a stage on the wgmma path: four m64nNk16 steps, A = the four dequantized
 // fragments, B = the group's swizzled activation slice (k16 step s starts 32 B into each 128-byte row).
@@ -54,8 +57,12 @@ __device__ __forceinline__ void wgmma_k64(float (&acc)[kAcc], const uint32_t (&a
   }
 }
 
-template <class Cfg, MoeEpilogue kEpi>
-__device__ __forceinline__ void moe_gemm_body(const MoeGemmParams& p) {
+// kFusedRouting (at most kWarpRoutingMaxPairs pairs): the chunk table and the permutation come from
+// warp_routing over `route` (registers, read with shuffles: every lookup is warp-uniform) instead of the
+// routing kernel's tables in global memory; gate_up's block 0 also writes route's tables, for the finalize
+// and MoeLayer::workspace_view.
+template <class Cfg, MoeEpilogue kEpi, bool kFusedRouting>
+__device__ __forceinline__ void moe_gemm_body(const MoeGemmParams& p, const RoutingParams& route) {
   constexpr int kBM = Cfg::kBlockM, kBN = Cfg::kBlockN, kBK = Cfg::kBlockK, kStages = Cfg::kStages;
   constexpr int kGroups = kBK / pack::kGroupK;  // 64-wide K groups per stage
   constexpr MoeGemmSmemLayout L = Cfg::kSmem;
@@ -83,8 +90,10 @@ __device__ __forceinline__ void moe_gemm_body(const MoeGemmParams& p) {
     ptx::griddep_launch_dependents();
   }
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+  WarpRouting wr;
+  if constexpr (kFusedRouting) wr = warp_routing(route, kEpi == MoeEpilogue::kSwiGLU && blockIdx.x == 0);
   const int n_tiles = p.n / kBN, splits = p.k_splits, k_tiles = p.k / kBK / splits;  // k_tiles: per item
-  const int num_items = *p.num_chunks * n_tiles * splits;
+  const int num_items = (kFusedRouting ? wr.num_chunks : *p.num_chunks) * n_tiles * splits;
   const int my_items = blockIdx.x < num_items ? (num_items - 1 - blockIdx.x) / gridDim.x + 1 : 0;
   const int total_steps = my_items * k_tiles;
 
@@ -106,7 +115,9 @@ __device__ __forceinline__ void moe_gemm_body(const MoeGemmParams& p) {
   auto producer_begin_item = [&](int item) {
     const int tile = item / splits, chunk = tile / n_tiles, nt = tile % n_tiles;
     const int64_t k0 = static_cast<int64_t>(item % splits) * k_tiles * kBK;  // first K of the item's range
-    const int e = p.chunk_expert[chunk], row0 = p.chunk_start[chunk], rows = p.chunk_rows[chunk];
+    int e, row0, rows;
+    if constexpr (kFusedRouting) e = wr.expert(chunk), row0 = wr.start(chunk), rows = wr.rows(chunk);
+    else e = p.chunk_expert[chunk], row0 = p.chunk_start[chunk], rows = p.chunk_rows[chunk];
 #pragma unroll
     for (int i = 0; i < kWPer; ++i) {
       const int c = tid + i * Cfg::kThreads, r = c / (kGroups * 32), off = c % (kGroups * 32);
@@ -121,8 +132,11 @@ __device__ __forceinline__ void moe_gemm_body(const MoeGemmParams& p) {
       const int c = tid + i * Cfg::kThreads, m = c / kRowChunks, off = c % kRowChunks;
       x_src[i] = reinterpret_cast<const uint8_t*>(p.x);  // any valid address: zero-filled copies read nothing
       x_bytes[i] = 0;
+      [[maybe_unused]] int32_t fused_pair = 0;  // looked up before the branch (warp-uniform), for a row of the chunk
+      if constexpr (kFusedRouting) fused_pair = wr.pair(row0 + min(m, rows - 1));
       if (c < kXChunks && m < rows) {
-        const int64_t src_row = p.gather_tokens ? p.perm_pair[row0 + m] / p.top_k : row0 + m;
+        const int64_t src_row =
+            p.gather_tokens ? (kFusedRouting ? fused_pair : p.perm_pair[row0 + m]) / p.top_k : row0 + m;
         x_src[i] = reinterpret_cast<const uint8_t*>(p.x + src_row * p.k + k0) + off * 16;
         x_bytes[i] = 16;
       }
@@ -198,9 +212,15 @@ __device__ __forceinline__ void moe_gemm_body(const MoeGemmParams& p) {
   for (int st = 0; st < total_steps; ++st) {
     if (cons_kt == 0) {
       const int chunk = cons_item / splits / n_tiles;
-      cons_e = p.chunk_expert[chunk];
-      cons_row0 = p.chunk_start[chunk];
-      cons_rows = p.chunk_rows[chunk];
+      if constexpr (kFusedRouting) {
+        cons_e = wr.expert(chunk);
+        cons_row0 = wr.start(chunk);
+        cons_rows = wr.rows(chunk);
+      } else {
+        cons_e = p.chunk_expert[chunk];
+        cons_row0 = p.chunk_start[chunk];
+        cons_rows = p.chunk_rows[chunk];
+      }
       n_wgmma = cons_rows <= 8 ? 8 : cons_rows <= 16 ? 16 : cons_rows <= 32 ? 32 : 64;
     }
     ptx::cp_async_wait<kAhead - 1>();
@@ -287,6 +307,8 @@ __device__ __forceinline__ void moe_gemm_body(const MoeGemmParams& p) {
 #pragma unroll
         for (int c = 0; c < 2; ++c) {
           const int m = j * 8 + t4 * 2 + c;  // token row inside the chunk
+          [[maybe_unused]] int32_t fused_pair = 0;  // down: looked up before the branch (warp-uniform)
+          if constexpr (kFusedRouting && kEpi != MoeEpilogue::kSwiGLU) fused_pair = wr.pair(cons_row0 + min(m, cons_rows - 1));
           if (m >= cons_rows) continue;
           const int64_t prow = cons_row0 + m;
           if constexpr (kEpi == MoeEpilogue::kSwiGLU) {
@@ -301,7 +323,7 @@ __device__ __forceinline__ void moe_gemm_body(const MoeGemmParams& p) {
             const int64_t col = static_cast<int64_t>(nt) * (kBN / 2) + warp * 8 + g8;
             p.act_out[prow * (p.n / 2) + col] = __float2bfloat16_rn(act);
           } else {
-            const int32_t pair = p.perm_pair[prow];
+            const int32_t pair = kFusedRouting ? fused_pair : p.perm_pair[prow];
             const float scale = alpha * p.topk_weights[pair];
             const int64_t h0 = static_cast<int64_t>(nt) * kBN + warp * 16 + g8;
             if constexpr (kEpi == MoeEpilogue::kFinalizeStore) {
@@ -325,11 +347,12 @@ __device__ __forceinline__ void moe_gemm_body(const MoeGemmParams& p) {
 
 // The body is compiled only for the architecture the config was planned for (its shared-memory layout
 // is static_asserted against that architecture's budget in Cfg); other targets get an empty kernel.
-template <class Cfg, MoeEpilogue kEpi>
-__global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocksPerSm) moe_gemm_kernel(const MoeGemmParams p) {
+template <class Cfg, MoeEpilogue kEpi, bool kFusedRouting = false>
+__global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocksPerSm) moe_gemm_kernel(const MoeGemmParams p,
+                                                                                       const RoutingParams route) {
 #if defined(__CUDA_ARCH__)
   constexpr int kTarget = __CUDA_ARCH__ / 10 == 121 ? 120 : __CUDA_ARCH__ / 10;
-  if constexpr (kTarget == Cfg::kArch) moe_gemm_body<Cfg, kEpi>(p);
+  if constexpr (kTarget == Cfg::kArch) moe_gemm_body<Cfg, kEpi, kFusedRouting>(p, route);
 #endif
 }
 

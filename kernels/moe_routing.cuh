@@ -3,28 +3,10 @@
 
 #include <cstdint>
 
+#include "kernels/moe_routing_warp.cuh"
 #include "kernels/ptx.cuh"
 
 namespace fp4moe::kernels {
-
-inline constexpr uint32_t kErrBadExpertId = 1u;    // a topk id outside [0, E): that pair is skipped
-inline constexpr uint32_t kErrBadRouterWeight = 2u;  // a non-finite router weight: that pair is skipped
-
-struct RoutingParams {
-  const int32_t* topk_ids;      // [T, k]
-  const float* topk_weights;    // [T, k]
-  int32_t num_pairs;            // T * k
-  int32_t num_experts;          // E <= 1024
-  int32_t block_m;              // rows per work chunk of the GEMMs
-  int32_t* expert_offsets;      // [E + 1] exclusive prefix sum of per-expert counts
-  int32_t* perm_pair;           // [P] pair index (t * k + s) at each permuted row
-  int32_t* inv_perm;            // [P] permuted row of each pair, -1 for skipped pairs
-  int32_t* num_chunks;          // [1]
-  int32_t* chunk_expert;        // [max_chunks]
-  int32_t* chunk_start;         // [max_chunks] first permuted row
-  int32_t* chunk_rows;          // [max_chunks] rows in the chunk (1..block_m)
-  uint32_t* error_flags;        // [1], OR-ed
-};
 
 // Exclusive block-wide prefix sum over up to blockDim.x values (one per thread); returns the total.
 __device__ __forceinline__ int32_t block_exclusive_scan(int32_t v, int32_t* out, int32_t* warp_sums) {

@@ -24,12 +24,17 @@ constexpr int64_t kMaxExperts = 1024;
 
 int64_t align_up(int64_t x) { return (x + kAlign - 1) / kAlign * kAlign; }
 
-// K splits of the down GEMM when neither the caller nor a tuning cache chooses: 1. Splitting spreads the few
-// (expert, N tile) items of a small T over more SMs (GLM-5 at T=1: 384 items for 264 resident blocks), but
-// on the H200 the layer was 4-6% slower with 4 splits at T=1 (docs/perf/moe-decode.md), and the finalize
-// reads 4x the partial sums. `fp4moe tune` times 1, 2 and 4 per bucket; callers can force 2, 4 or 8
+// K splits of the down GEMM when neither the caller nor a tuning cache chooses: 1, or 2 where the few
+// (expert, N tile) items of a small T fill the resident blocks' last round poorly and halves fill it well
+// (MoeLayer::down_k_splits_for). `fp4moe tune` times 1, 2 and 4 per bucket; callers can force 2, 4 or 8
 // (MoeForwardArgs::down_k_splits).
 constexpr int kDefaultDownKSplits = 1;
+// Where two configs of one block_m are built, calls of at most this many (token, expert) pairs take the one
+// planned for fewer blocks per SM (a deeper pipeline each), larger ones the other (measured on the H200 with
+// GLM-5: 2.5-10% faster at T = 1..8, i.e. 8..64 pairs; 3% slower at T = 16..64).
+constexpr int64_t kDeepPipelineMaxPairs = 64;
+// Above this many tokens the heuristic never splits (the items are many; each split adds partial sums).
+constexpr int64_t kMaxSplitTokens = 64;
 
 // Byte offsets of the workspace's parts for T tokens; the deterministic finalize's fp32 buffer holds
 // `partial` rows of H (pairs x K splits), the atomic one T rows.
@@ -119,10 +124,19 @@ struct MoeLayer::Impl {
         tuned[bucket] = c;
     if (!tuned.empty()) tuning_source = source + " (" + std::to_string(tuned.size()) + " token buckets)";
   }
-  const Sel* pick(int block_m) const {
-    for (const auto& s : sels)
-      if (s.set->block_m == block_m) return &s;
-    return nullptr;
+  // The config of `block_m` for a call with `pairs` (token, expert) pairs. Where two are built (sm_90's 8-token
+  // tile at 2 and 3 blocks per SM): the deeper pipeline up to kDeepPipelineMaxPairs pairs, the one with more
+  // warps above (moe_gemm_config.h, moe_gemm_blocks_per_sm).
+  const Sel* pick(int block_m, int64_t pairs = 0) const {
+    const Sel* best = nullptr;
+    for (const auto& s : sels) {
+      if (s.set->block_m != block_m) continue;
+      const bool better = best == nullptr || (pairs <= kDeepPipelineMaxPairs
+                                                  ? s.set->blocks_per_sm < best->set->blocks_per_sm
+                                                  : s.set->blocks_per_sm > best->set->blocks_per_sm);
+      if (better) best = &s;
+    }
+    return best;
   }
 };
 
@@ -174,7 +188,7 @@ Status MoeLayer::init(const MoeShape& shape, const MoeLayerOptions& options, con
   for (const auto& set : detail::moe_kernel_sets()) {
     if (set.arch != impl->arch) continue;
     Impl::Sel sel{&set, 0};
-    for (auto fn : {set.gate_up, set.down_store, set.down_atomic})
+    for (auto fn : set.all())
       FP4MOE_CUDA_TRY(cudaFuncSetAttribute(reinterpret_cast<const void*>(fn),
                                            cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(set.smem_bytes)));
     int occ = 0;
@@ -286,16 +300,9 @@ int MoeLayer::block_m_for(int64_t num_tokens) const {
   // dequantizes its expert's weights again and the dequantization is what limits the kernels, so the
   // chunk should hold nearly every expert's tokens (mean + 3 sd of a Poisson count), but no more: unused
   // 8-token MMA tiles are skipped, yet a larger tile has fewer resident warps.
-  // With at most 16 (token, expert) pairs -- a handful of experts, each streamed by few blocks -- the 16-token
-  // tile's deeper pipeline (4 stages at 2 blocks/SM on the H200, against 3 at 3) wins: 2-8% at T=1 in every
-  // tuning and benchmark run of this session (docs/perf/tuning.md, moe-decode.md).
   const double mean = static_cast<double>(num_tokens) * impl_->shape.top_k / impl_->shape.num_experts;
   const double busiest = mean + 3.0 * std::sqrt(mean);
-  const int want = num_tokens * impl_->shape.top_k <= 16 ? 16
-                   : busiest <= 8.0                      ? 8
-                   : busiest <= 20.0                     ? 16
-                   : busiest <= 40.0                     ? 32
-                                                         : 64;
+  const int want = busiest <= 8.0 ? 8 : busiest <= 20.0 ? 16 : busiest <= 40.0 ? 32 : 64;
   int best = 0;
   for (const auto& s : impl_->sels) {
     const int m = s.set->block_m;
@@ -310,12 +317,28 @@ int MoeLayer::down_k_splits_for(int64_t num_tokens) const {
   if (!impl_) return 0;
   if (const auto it = impl_->tuned.find(tokens_bucket(num_tokens)); it != impl_->tuned.end())
     return it->second.down_k_splits;
-  return kDefaultDownKSplits;
+  const MoeShape& s = impl_->shape;
+  const Impl::Sel* sel = impl_->pick(block_m_for(num_tokens), num_tokens * impl_->shape.top_k);
+  if (num_tokens > kMaxSplitTokens || sel == nullptr || s.intermediate % 512 != 0) return kDefaultDownKSplits;
+  // Items of the down GEMM: chunks (about the experts with a token under uniform routing, or pairs / block_m)
+  // x N tiles x splits, walked by `blocks` persistent blocks in rounds. Two splits when they fill the rounds
+  // at least 10 points better (GLM-5 at T=1 on 132 SMs: 384 items in 2 rounds of 264 = 73% full, split 768 in
+  // 3 rounds = 97%).
+  const double pairs = static_cast<double>(num_tokens) * s.top_k;
+  const double active = s.num_experts * (1.0 - std::pow(1.0 - static_cast<double>(s.top_k) / s.num_experts,
+                                                        static_cast<double>(num_tokens)));
+  const double chunks = std::max(active, pairs / sel->set->block_m);
+  const double tiles = chunks * static_cast<double>(s.hidden / sel->set->block_n);
+  auto fill = [&](int splits) {
+    const double items = tiles * splits;
+    return items / (std::ceil(items / sel->blocks) * sel->blocks);
+  };
+  return fill(2) >= fill(1) + 0.1 ? 2 : 1;
 }
 
 std::string MoeLayer::describe(int64_t num_tokens) const {
   if (!impl_) return "MoeLayer (not initialised)";
-  const Impl::Sel* s = impl_->pick(block_m_for(num_tokens));
+  const Impl::Sel* s = impl_->pick(block_m_for(num_tokens), num_tokens * impl_->shape.top_k);
   const auto* k = s->set;
   return "MoeLayer " + shape_str(impl_->shape) + " sm_" + std::to_string(impl_->arch) + ": T=" +
          std::to_string(num_tokens) + " -> block " + std::to_string(k->block_m) + "x" + std::to_string(k->block_n) +
@@ -330,6 +353,8 @@ size_t MoeLayer::workspace_size(int64_t max_tokens, int down_k_splits) const {
   // The deterministic finalize's partial rows: T * k * splits at its largest over T <= max_tokens, for the
   // caller's forced split count, the default, and every tuned bucket (bucket b serves T in (b/2, b]).
   int64_t rows = max_tokens * impl_->shape.top_k * std::max(kDefaultDownKSplits, down_k_splits);
+  for (int64_t t = 1; t <= std::min(max_tokens, kMaxSplitTokens); ++t)  // the heuristic's splits at small T
+    rows = std::max(rows, t * impl_->shape.top_k * down_k_splits_for(t));
   for (const auto& [bucket, c] : impl_->tuned)
     if (bucket / 2 < max_tokens) rows = std::max(rows, std::min(bucket, max_tokens) * impl_->shape.top_k * c.down_k_splits);
   return static_cast<size_t>(workspace_layout(impl_->shape, impl_->options.finalize, max_tokens, rows).total);
@@ -400,7 +425,7 @@ Status MoeLayer::run(const MoeForwardArgs& a, void* workspace, size_t workspace_
   uint8_t* ws = static_cast<uint8_t*>(workspace);
   auto i32 = [&](int64_t off) { return reinterpret_cast<int32_t*>(ws + off); };
   const int32_t pairs = static_cast<int32_t>(a.num_tokens * s.top_k);
-  const Impl::Sel* sel = impl_->pick(a.block_m ? a.block_m : block_m_for(a.num_tokens));
+  const Impl::Sel* sel = impl_->pick(a.block_m ? a.block_m : block_m_for(a.num_tokens), pairs);
   const detail::MoeKernelSet& ks = *sel->set;
   // Each GEMM / finalize kernel is a programmatic dependent of the kernel this call enqueued just before it
   // (never of whatever the stream ran earlier: a phase run alone launches normally).
@@ -415,8 +440,13 @@ Status MoeLayer::run(const MoeForwardArgs& a, void* workspace, size_t workspace_
   if ((phases & kPhaseDown) && !det)
     FP4MOE_CUDA_TRY(cudaMemsetAsync(partial, 0, static_cast<size_t>(a.num_tokens * s.hidden * 4), stream));
 
-  if (phases & kPhaseRouting) {
-    kernels::RoutingParams r{};
+  // A few pairs: the GEMM kernels route them in registers (kernels/moe_routing_warp.cuh), gate_up's
+  // block 0 writing the tables the finalize and workspace_view read; the routing kernel is not launched.
+  static_assert(kMaxFusedRoutingPairs == kernels::kWarpRoutingMaxPairs, "one warp routes the fused pairs");
+  const bool fused_routing = impl_->options.fuse_small_routing && pairs <= kMaxFusedRoutingPairs &&
+                             ks.gate_up_fused != nullptr && (phases & kPhaseRouting) && (phases & kPhaseGateUp);
+  kernels::RoutingParams r{};
+  {
     r.topk_ids = a.topk_ids;
     r.topk_weights = a.topk_weights;
     r.num_pairs = pairs;
@@ -430,6 +460,8 @@ Status MoeLayer::run(const MoeForwardArgs& a, void* workspace, size_t workspace_
     r.chunk_start = i32(L.chunk_start);
     r.chunk_rows = i32(L.chunk_rows);
     r.error_flags = reinterpret_cast<uint32_t*>(ws + L.flags);
+  }
+  if ((phases & kPhaseRouting) && !fused_routing) {
     FP4MOE_CUDA_TRY(launch(kernels::moe_routing_kernel, 1, 1024, kernels::routing_smem_bytes(s.num_experts), stream,
                            false, r));
   }
@@ -452,8 +484,8 @@ Status MoeLayer::run(const MoeForwardArgs& a, void* workspace, size_t workspace_
     p.gather_tokens = true;
     p.act_out = reinterpret_cast<__nv_bfloat16*>(ws + L.act);
     p.k_splits = 1;  // SwiGLU needs the whole sum
-    FP4MOE_CUDA_TRY(launch(ks.gate_up, sel->blocks, ks.threads, ks.smem_bytes, stream,
-                           pdl_ok && (phases & kPhaseRouting), p));
+    FP4MOE_CUDA_TRY(launch(fused_routing ? ks.gate_up_fused : ks.gate_up, sel->blocks, ks.threads, ks.smem_bytes, stream,
+                           pdl_ok && (phases & kPhaseRouting) && !fused_routing, p, r));
   }
   if (phases & kPhaseDown) {
     kernels::MoeGemmParams p = g;
@@ -467,8 +499,9 @@ Status MoeLayer::run(const MoeForwardArgs& a, void* workspace, size_t workspace_
     p.partial_out = partial;
     p.k_splits = splits;
     p.split_stride = a.num_tokens * s.top_k * s.hidden;
-    FP4MOE_CUDA_TRY(launch(det ? ks.down_store : ks.down_atomic, sel->blocks, ks.threads, ks.smem_bytes, stream,
-                           pdl_ok && (phases & kPhaseGateUp), p));
+    const auto down = fused_routing ? (det ? ks.down_store_fused : ks.down_atomic_fused) : (det ? ks.down_store : ks.down_atomic);
+    FP4MOE_CUDA_TRY(launch(down, sel->blocks, ks.threads, ks.smem_bytes, stream,
+                           pdl_ok && (phases & kPhaseGateUp), p, r));
     auto* out = static_cast<__nv_bfloat16*>(a.output);
     if (det) {
       const int64_t n = a.num_tokens * (s.hidden / 4);

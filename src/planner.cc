@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cctype>
 #include <cmath>
+#include <iterator>
 
 namespace fp4moe {
 
@@ -116,21 +117,28 @@ std::string with_commas(int64_t v) {
 
 namespace {
 
-// The shipped configs: block_m -> (block_n, block_k). Mirrors src/moe_kernel_registry.cu (a unit test
-// checks the two agree through kernel_block_ms()).
+// The shipped configs: tile and the blocks per SM it is planned for on the 228 KB parts (the 100 KB parts
+// run one; a config that becomes a copy of the one before it there is not built). Mirrors
+// src/moe_kernel_registry.cu (tests compare the two: kernel_block_ms(), PlannerGpu, scripts/check-cubin).
 struct Shipped {
-  int m, n, k;
+  int m, n, k, blocks;
 };
-constexpr Shipped kShipped[] = {{8, 128, 256}, {16, 128, 256}, {32, 128, 256}, {64, 128, 128}};
+constexpr Shipped kShipped[] = {{8, 128, 256, 2}, {8, 128, 256, 3}, {16, 128, 256, 2}, {32, 128, 256, 2}, {64, 128, 128, 2}};
+// Whether entry i is a copy of the entry before it on `cc` (same tile, same effective blocks per SM).
+bool duplicate_on(size_t i, int cc) {
+  return i > 0 && kShipped[i].m == kShipped[i - 1].m && kShipped[i].n == kShipped[i - 1].n &&
+         kShipped[i].k == kShipped[i - 1].k &&
+         moe_gemm_blocks_per_sm(kShipped[i].blocks, cc) == moe_gemm_blocks_per_sm(kShipped[i - 1].blocks, cc);
+}
 bool arch_has_kernels(int cc) { return cc == 90 || cc == 120 || cc == 121; }
 
 KernelPlan plan_one(const std::string& gemm, int64_t n, int64_t k, int bm, int bn, int bk, std::optional<int> stages,
-                    const ArchInfo& a, bool shipped) {
+                    const ArchInfo& a, bool shipped, int target_blocks = 2) {
   KernelPlan p;
   p.gemm = gemm;
   p.block_m = bm, p.block_n = bn, p.block_k = bk;
   p.limit = a.smem_per_block;
-  p.stages = stages ? *stages : moe_gemm_planned_stages(bm, bn, bk, a.cc);
+  p.stages = stages ? *stages : moe_gemm_planned_stages(bm, bn, bk, a.cc, target_blocks);
   p.smem = moe_gemm_smem_layout(bm, bn, bk, std::max(p.stages, 1), moe_gemm_act_layout(a.cc, bm));
   p.shipped = shipped;
   const int threads = bn / 16 * 32;
@@ -164,7 +172,8 @@ KernelPlan plan_one(const std::string& gemm, int64_t n, int64_t k, int bm, int b
 
 std::vector<int> shipped_block_ms() {
   std::vector<int> v;
-  for (const auto& k : kShipped) v.push_back(k.m);
+  for (const auto& k : kShipped)
+    if (std::find(v.begin(), v.end(), k.m) == v.end()) v.push_back(k.m);
   return v;
 }
 
@@ -191,9 +200,12 @@ Status plan_kernels(const MoeShape& s, const ArchInfo& a, std::optional<std::vec
     for (const auto& g : gemms) out->push_back(plan_one(g.name, g.n, g.k, t[0], t[1], t[2], stages, a, shipped));
     return Status::ok();
   }
-  for (const auto& k : kShipped)
+  for (size_t i = 0; i < std::size(kShipped); ++i) {
+    if (duplicate_on(i, a.cc)) continue;
+    const Shipped& k = kShipped[i];
     for (const auto& g : gemms)
-      out->push_back(plan_one(g.name, g.n, g.k, k.m, k.n, k.k, stages, a, arch_has_kernels(a.cc)));
+      out->push_back(plan_one(g.name, g.n, g.k, k.m, k.n, k.k, stages, a, arch_has_kernels(a.cc), k.blocks));
+  }
   return Status::ok();
 }
 

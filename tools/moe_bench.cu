@@ -96,7 +96,7 @@ Status run_moe_bench(const MoeBenchOptions& o, MoeBenchDevice* dev, std::vector<
   }
 
   // Weights: random NVFP4 codes and scales in the checkpoint layout, prepacked by the layer.
-  MoeLayer layer, layer_plain, layer_atomic;
+  MoeLayer layer, layer_plain, layer_atomic, layer_unfused;
   MoeLayerOptions base;
   if (!o.use_tuning_cache) base.tuning_cache = "none";
   {
@@ -117,9 +117,11 @@ Status run_moe_bench(const MoeBenchOptions& o, MoeBenchDevice* dev, std::vector<
     const Nvfp4ExpertWeights w13{w13p.p, w13s.p, static_cast<float*>(g13.p)}, w2{w2p.p, w2s.p, static_cast<float*>(g2.p)};
     FP4MOE_RETURN_IF_ERROR(layer.init(o.shape, base, w13, w2, nullptr));
     if (o.phases) {  // the same weights in the two variants the benchmark compares against
-      MoeLayerOptions plain = base, atomic = base;
+      MoeLayerOptions plain = base, atomic = base, unfused = base;
       plain.programmatic_launch = false;
       atomic.finalize = FinalizeMode::kAtomic;
+      unfused.fuse_small_routing = false;
+      FP4MOE_RETURN_IF_ERROR(layer_unfused.init(o.shape, unfused, w13, w2, nullptr));
       FP4MOE_RETURN_IF_ERROR(layer_plain.init(o.shape, plain, w13, w2, nullptr));
       FP4MOE_RETURN_IF_ERROR(layer_atomic.init(o.shape, atomic, w13, w2, nullptr));
     }
@@ -226,6 +228,7 @@ Status run_moe_bench(const MoeBenchOptions& o, MoeBenchDevice* dev, std::vector<
       r.down_us = phase(kPhaseDown, layer).median_us;
       r.layer_plain_us = phase(kPhaseAll, layer_plain).median_us;
       r.layer_atomic_us = phase(kPhaseAll, layer_atomic).median_us;
+      if (T * K <= kMaxFusedRoutingPairs) r.layer_unfused_us = phase(kPhaseAll, layer_unfused).median_us;
       FP4MOE_RETURN_IF_ERROR(failed);
     }
     FP4MOE_RETURN_IF_ERROR(layer.check(ws[0].p, nullptr));
@@ -298,12 +301,19 @@ void print_moe_bench(const MoeBenchOptions& o, const MoeBenchDevice& dev, const 
   for (const auto& r : rows) {
     std::fprintf(f, "  T=%lld: max tokens on one expert %d; layer us by block_m:", static_cast<long long>(r.T), r.max_per_expert);
     for (const auto& [bm, us] : r.layer_us_by_bm()) std::fprintf(f, " bm%d %.0f", bm, us);
+    if (r.layer_us_by_config.size() > r.layer_us_by_bm().size()) {
+      std::fprintf(f, "; by block_m/down K splits:");
+      for (const auto& [cfg, us] : r.layer_us_by_config) std::fprintf(f, " %d/%d %.1f", cfg.first, cfg.second, us);
+    }
     if (r.down_k_splits > 1) std::fprintf(f, " (fastest with the down K in %d splits)", r.down_k_splits);
     std::fprintf(f, " (the layer picks %d)", r.heuristic_bm);
     if (r.layer_plain_us > 0)
       std::fprintf(f, "; at bm%d: %.1f us, without programmatic launch %.1f us (%+.1f%%), atomic finalize %.1f us (%+.1f%%)",
                    r.block_m, r.layer_us, r.layer_plain_us, 100.0 * (r.layer_plain_us / r.layer_us - 1.0),
                    r.layer_atomic_us, 100.0 * (r.layer_atomic_us / r.layer_us - 1.0));
+    if (r.layer_unfused_us > 0)
+      std::fprintf(f, ", with the routing kernel (not fused) %.1f us (%+.1f%%)", r.layer_unfused_us,
+                   100.0 * (r.layer_unfused_us / r.layer_us - 1.0));
     std::fprintf(f, "\n");
   }
   const MoeShape& s = o.shape;
@@ -353,6 +363,7 @@ std::string moe_bench_json(const MoeBenchOptions& o, const MoeBenchDevice& dev, 
                    {"flop_per_byte", r.flop_per_byte}, {"cublas_gate_up_us", r.cublas_gate_up_us},
                    {"cublas_us", r.cublas_us}, {"projected_tokens_per_s", r.tokens_per_s},
                    {"layer_plain_launch_us", r.layer_plain_us}, {"layer_atomic_finalize_us", r.layer_atomic_us},
+                   {"layer_unfused_routing_us", r.layer_unfused_us},
                    {"down_k_splits", r.down_k_splits},
                    {"pct_compute_roof", dev.cublas_tflops > 0 ? 100.0 * r.tflops / dev.cublas_tflops : 0.0},
                    {"bound", dev.read_gbs <= 0 || dev.cublas_tflops <= 0 ? "unknown"

@@ -46,6 +46,9 @@ struct Nvfp4ExpertWeights {
   const float* global_scale = nullptr;  // fp32 [E]
 };
 
+// Most (token, expert) pairs the GEMM kernels route themselves (MoeLayerOptions::fuse_small_routing).
+inline constexpr int kMaxFusedRoutingPairs = 32;
+
 struct MoeLayerOptions {
   GateUpOrder gate_up_order = GateUpOrder::kGateFirst;
   GlobalScaleKind global_scale_kind = GlobalScaleKind::kQuantize;
@@ -55,6 +58,10 @@ struct MoeLayerOptions {
   // while that one drains (the down GEMM streams its first weights before gate_up has finished). Off: plain
   // stream order (same results, bit for bit).
   bool programmatic_launch = true;
+  // At most kMaxFusedRoutingPairs (token, expert) pairs (a decode step of up to 32 / top_k tokens) with a
+  // decode tile (block_m <= 16): the GEMM kernels route the pairs themselves, in registers, instead of a
+  // routing kernel launched before them. Off: always the routing kernel (same tables and results, bit for bit).
+  bool fuse_small_routing = true;
   // Tuning cache read at init: "" = the default location (tuning.h), "none" = do not read one.
   std::string tuning_cache = "";
 };
@@ -67,7 +74,8 @@ struct MoeForwardArgs {
   void* output = nullptr;              // bf16 [T, H], 16-byte aligned
   int block_m = 0;                     // 0: the layer's choice for T (tuned or heuristic); else a kernel_block_ms() value
   // K ranges of the down GEMM (summed in a fixed order by the deterministic finalize): 0 = the layer's choice
-  // (1: splitting did not pay on the H200, see src/moe_layer.cu); else 1, 2, 4 or 8 dividing intermediate / 256.
+  // (1, or 2 where few work items fill the GPU's last round poorly: MoeLayer::down_k_splits_for); else 1, 2, 4
+  // or 8 dividing intermediate / 256.
   // The workspace must then hold T * k * splits fp32 rows of H: workspace_size(T, down_k_splits).
   int down_k_splits = 0;
 };
@@ -125,7 +133,8 @@ class MoeLayer {
   // Block size along M that run() uses for `num_tokens`, and a one-line description of the configs.
   int block_m_for(int64_t num_tokens) const;
   // K splits of the down GEMM that run() uses for `num_tokens` when MoeForwardArgs::down_k_splits is 0: the
-  // tuning cache's choice for the bucket, else 1.
+  // tuning cache's choice for the bucket, else 2 where the down GEMM's work items (about the active experts x
+  // its N tiles) fill the resident blocks' rounds at least 10 points better in halves (few tokens), else 1.
   int down_k_splits_for(int64_t num_tokens) const;
   std::string describe(int64_t num_tokens) const;
   const MoeShape& shape() const;

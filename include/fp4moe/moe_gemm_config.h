@@ -99,32 +99,37 @@ constexpr int moe_gemm_max_stages(int block_m, int block_n, int block_k, int64_t
   return per > 0 ? static_cast<int>(budget / per) : 0;
 }
 
-// Blocks per SM a config is planned for: on the 228 KB parts two (so one block's copy latency hides
-// behind the other's math), three for the lightest decode tile (more warps to issue from: its 8-token
-// tiles leave registers to spare); on the 100 KB parts one. __launch_bounds__ caps registers to match.
-// (A 128-token tile at one block per SM -- 248 registers, no spills -- was measured 20-33% slower than the
-// 64-token one at T = 2048 and 4096 on the H200, and is not shipped.)
-constexpr int moe_gemm_blocks_per_sm(int block_m, int cc) {
-  if (smem_per_sm(cc) < 200 * 1024) return 1;
-  return block_m <= 8 ? 3 : 2;
+// Blocks per SM a config is planned for: its target (2 or 3) on the 228 KB parts -- so one block's copy
+// latency hides behind another's math -- and 1 on the 100 KB parts. The stage count follows: as many as fit
+// the SM's shared memory split that many ways. __launch_bounds__ caps registers to match.
+// Shipped (src/planner.cc, kShipped): every tile at 2 blocks, and the 8-token tile also at 3. Measured on the
+// H200 (docs/perf/moe-decode.md): the 8-token tile at 2 blocks (5 stages) against 3 (3 stages, more warps):
+// 6-10% faster at T=1..4 and 2.5% at T=8, 3% slower at T=16..64 -- a few experts want a deep pipeline per
+// block, many want warps (MoeLayer picks by the pair count). At 3 blocks per SM (80 registers) the 16-, 32-
+// and 64-token tiles were 2-8% slower (bm64 spills). A 128-token tile at one block per SM (248 registers, no
+// spills) was 20-33% slower than the 64-token one at T = 2048 and 4096, and is not shipped.
+constexpr int moe_gemm_blocks_per_sm(int target_blocks, int cc) {
+  return smem_per_sm(cc) < 200 * 1024 ? 1 : target_blocks;
 }
 // Shared memory a config may use per block: its share of the SM less the runtime's 1 KB reservation,
 // never more than the opt-in maximum per block.
-constexpr int64_t moe_gemm_stage_budget(int block_m, int cc) {
-  const int64_t share = smem_per_sm(cc) / moe_gemm_blocks_per_sm(block_m, cc) - kReservedSmemPerBlock;
+constexpr int64_t moe_gemm_stage_budget(int target_blocks, int cc) {
+  const int64_t share = smem_per_sm(cc) / moe_gemm_blocks_per_sm(target_blocks, cc) - kReservedSmemPerBlock;
   return share < smem_optin_per_block(cc) ? share : smem_optin_per_block(cc);
 }
 inline constexpr int kMaxStages = 6;  // deeper than this adds no bandwidth (Little's law: >= 32 KB in flight per SM)
 
-// Stage count a (block_m, block_n, block_k) config gets on `cc`: as many as fit the budget, at most kMaxStages.
-constexpr int moe_gemm_planned_stages(int block_m, int block_n, int block_k, int cc) {
-  const int s = moe_gemm_max_stages(block_m, block_n, block_k, moe_gemm_stage_budget(block_m, cc), moe_gemm_act_layout(cc, block_m));
+// Stage count a (block_m, block_n, block_k) config gets on `cc` at `target_blocks` per SM: as many as fit
+// the budget, at most kMaxStages.
+constexpr int moe_gemm_planned_stages(int block_m, int block_n, int block_k, int cc, int target_blocks = 2) {
+  const int s = moe_gemm_max_stages(block_m, block_n, block_k, moe_gemm_stage_budget(target_blocks, cc),
+                                    moe_gemm_act_layout(cc, block_m));
   return s < kMaxStages ? s : kMaxStages;
 }
 
 // Template parameters of the grouped-GEMM kernels (W4A16: NVFP4 weights, bf16 activations, fp32 accumulation).
 // Swap-AB: the weights are the MMA's A (16 rows of N per warp tile), the few tokens its n = 8 side.
-template <int kBlockM_, int kBlockN_, int kBlockK_, int kStages_, int kArch_>
+template <int kBlockM_, int kBlockN_, int kBlockK_, int kStages_, int kArch_, int kTargetBlocks_ = 2>
 struct MoeGemmConfig {
   static constexpr int kBlockM = kBlockM_;  // tokens per work item (multiple of 8: the MMA's n)
   static constexpr int kBlockN = kBlockN_;  // weight rows per work item (16 per warp)
@@ -134,8 +139,9 @@ struct MoeGemmConfig {
   static constexpr int kWarps = kBlockN / 16;
   static constexpr int kThreads = kWarps * 32;
   static constexpr int kNTiles8 = kBlockM / 8;  // MMA n-tiles per warp
-  // Blocks per SM the stage budget was planned for: caps registers via __launch_bounds__.
-  static constexpr int kMinBlocksPerSm = moe_gemm_blocks_per_sm(kBlockM, kArch);
+  // Blocks per SM the stage budget was planned for (kTargetBlocks_ on the 228 KB parts, 1 on the 100 KB ones):
+  // caps registers via __launch_bounds__.
+  static constexpr int kMinBlocksPerSm = moe_gemm_blocks_per_sm(kTargetBlocks_, kArch);
   // wgmma (sm_90): one warpgroup = 4 warps = 64 weight rows per m64nNk16; N = the item's tokens rounded up
   // to 8, 16, 32 or 64 (at most kBlockM).
   static constexpr bool kWgmma = moe_gemm_act_layout(kArch, kBlockM) == MoeActLayout::kSwizzled128;
@@ -147,6 +153,9 @@ struct MoeGemmConfig {
   static_assert(kBlockN % 16 == 0 && kBlockN >= 16 && kBlockN <= 256, "kBlockN: multiple of 16 in [16, 256]");
   static_assert(kBlockK % 64 == 0 && kBlockK >= 64, "kBlockK: multiple of 64");
   static_assert(kStages >= 2, "kStages: at least 2 for the copy to overlap the math");
+  static_assert(kTargetBlocks_ == 2 || kTargetBlocks_ == 3, "kTargetBlocks_: 2 or 3 blocks per SM");
+  static_assert(kSmemBytes * kMinBlocksPerSm + kReservedSmemPerBlock * kMinBlocksPerSm <= smem_per_sm(kArch),
+                "the planned blocks per SM must fit the SM's shared memory");
   static_assert(smem_optin_per_block(kArch) > 0, "kArch: unknown architecture");
   static_assert(kSmemBytes <= smem_optin_per_block(kArch), "config does not fit the architecture's shared memory");
   static_assert(!kWgmma || (kBlockN % 64 == 0 && kBlockM <= 64),

@@ -107,6 +107,88 @@ TEST(MoeGpu, ProgrammaticLaunchIsBitIdenticalToPlainLaunch) {
   EXPECT_EQ(p.out.download<uint16_t>(with_pdl.size()), with_pdl) << "plain and programmatic launches differ";
 }
 
+// At most 32 (token, expert) pairs the GEMM kernels route in registers (no routing kernel): the tables, the
+// error report and the output equal the routing kernel's bit for bit, and the output the reference. Cases:
+// several chunks of one expert, skipped ids, a non-finite router weight, E not a multiple of 32, k = 1,
+// atomic finalize, the 16-token tile with 2 down splits; one is also captured in a CUDA graph.
+TEST(MoeGpu, FusedSmallRoutingMatchesTheRoutingKernel) {
+  FP4MOE_SKIP_WITHOUT_GPU();
+  const Case cases[] = {
+      Case{32, 4, 256, 256, 1, Routing::kOneExpert, 8},
+      Case{4, 16, 256, 512, 8, Routing::kWithBadIds},
+      Case{2, 300, 256, 512, 8, Routing::kUniform, 16, FinalizeMode::kDeterministic, true, false, 2},
+      Case{32, 8, 512, 256, 1, Routing::kSkewed, 0, FinalizeMode::kAtomic},
+      Case{1, 64, 256, 512, 8, Routing::kUniform, 32},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.name());
+    Problem p;
+    p.setup(c, testing::fresh_seed() % 1000003);
+    if (HasFatalFailure()) return;
+    p.run_poisoned();
+    if (HasFatalFailure()) return;
+    check_against_reference(p);
+    if (HasFatalFailure()) return;
+    const int64_t P = c.T * c.k;
+    auto snapshot = [&](const MoeLayer& l) {
+      const MoeWorkspaceView v = l.workspace_view(p.ws.get(), c.T);
+      std::vector<int32_t> t(static_cast<size_t>(c.E + 1 + 2 * P));
+      EXPECT_EQ(cudaMemcpy(t.data(), v.expert_offsets, static_cast<size_t>(c.E + 1) * 4, cudaMemcpyDeviceToHost), cudaSuccess);
+      EXPECT_EQ(cudaMemcpy(t.data() + c.E + 1, v.perm_pair, static_cast<size_t>(P) * 4, cudaMemcpyDeviceToHost), cudaSuccess);
+      EXPECT_EQ(cudaMemcpy(t.data() + c.E + 1 + P, v.inv_perm, static_cast<size_t>(P) * 4, cudaMemcpyDeviceToHost), cudaSuccess);
+      return t;
+    };
+    // A non-finite router weight (a skipped pair) on top of the case's routing, for both paths.
+    p.in.weights[static_cast<size_t>(P - 1)] = std::nanf("");
+    ASSERT_TRUE(p.weights.upload(p.in.weights));
+    MoeLayerOptions o;
+    o.block_m = c.block_m;
+    o.finalize = c.finalize;
+    o.tuning_cache = "none";
+    o.fuse_small_routing = false;
+    MoeLayer unfused;
+    ASSERT_TRUE(unfused.init(MoeShape{c.E, c.H, c.I, c.k}, o, p.w13.device(), p.w2.device(), nullptr).is_ok());
+    std::vector<uint16_t> outs[2];
+    std::vector<int32_t> tables[2];
+    StatusCode check_codes[2];
+    std::string check_msgs[2];
+    const MoeLayer* layers[2] = {&p.layer, &unfused};
+    for (int i = 0; i < 2; ++i) {
+      ASSERT_TRUE(p.out.poison(0xFF) && p.ws.poison(0xFF));
+      const Status st = layers[i]->run(p.args(), p.ws.get(), p.ws.bytes(), nullptr);
+      ASSERT_TRUE(st.is_ok()) << st.to_string();
+      ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+      outs[i] = p.out.download<uint16_t>(static_cast<size_t>(c.T * c.H));
+      tables[i] = snapshot(*layers[i]);
+      const Status ck = layers[i]->check(p.ws.get(), nullptr);
+      check_codes[i] = ck.code();
+      check_msgs[i] = ck.to_string();
+    }
+    EXPECT_EQ(outs[0], outs[1]) << "fused routing and the routing kernel give different outputs";
+    EXPECT_EQ(tables[0], tables[1]) << "fused routing and the routing kernel give different tables";
+    EXPECT_EQ(check_codes[0], StatusCode::kInvalidArgument) << "the non-finite weight was not reported";
+    EXPECT_EQ(check_msgs[0], check_msgs[1]);
+    if (c.T == 2) {  // CUDA-graph capture of the fused path replays to the same output
+      cudaStream_t s;
+      ASSERT_EQ(cudaStreamCreate(&s), cudaSuccess);
+      cudaGraph_t graph;
+      cudaGraphExec_t exec;
+      ASSERT_TRUE(p.out.poison(0xFF));
+      ASSERT_EQ(cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal), cudaSuccess);
+      const Status st = p.layer.run(p.args(), p.ws.get(), p.ws.bytes(), s);
+      ASSERT_EQ(cudaStreamEndCapture(s, &graph), cudaSuccess);
+      ASSERT_TRUE(st.is_ok()) << st.to_string();
+      ASSERT_EQ(cudaGraphInstantiate(&exec, graph, 0), cudaSuccess);
+      ASSERT_EQ(cudaGraphLaunch(exec, s), cudaSuccess);
+      ASSERT_EQ(cudaStreamSynchronize(s), cudaSuccess);
+      EXPECT_EQ(p.out.download<uint16_t>(outs[0].size()), outs[0]) << "graph replay differs";
+      cudaGraphExecDestroy(exec);
+      cudaGraphDestroy(graph);
+      cudaStreamDestroy(s);
+    }
+  }
+}
+
 TEST(MoeGpu, DeterministicRunsAreBitIdenticalAndGraphReplayMatches) {
   FP4MOE_SKIP_WITHOUT_GPU();
   Problem p;

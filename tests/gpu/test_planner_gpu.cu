@@ -24,11 +24,13 @@ TEST(PlannerGpu, CudaFuncAttributesMatchThePlanForEveryShippedConfig) {
     if (set.arch != (cc == 121 ? 120 : cc)) continue;
     const KernelPlan* plan = nullptr;
     for (const auto& p : plans)
-      if (p.block_m == set.block_m && p.block_n == set.block_n && p.block_k == set.block_k) plan = &p;
-    ASSERT_NE(plan, nullptr) << "no plan for block_m " << set.block_m;
+      if (p.block_m == set.block_m && p.block_n == set.block_n && p.block_k == set.block_k && p.stages == set.stages)
+        plan = &p;
+    ASSERT_NE(plan, nullptr) << "no plan for block_m " << set.block_m << " at " << set.stages << " stages";
+    EXPECT_EQ(plan->blocks_per_sm, set.blocks_per_sm) << "__launch_bounds__ vs the planner's blocks per SM";
     EXPECT_EQ(plan->stages, set.stages);
     EXPECT_EQ(plan->smem.total, set.smem_bytes);
-    for (auto fn : {set.gate_up, set.down_store, set.down_atomic}) {
+    for (auto fn : set.all()) {
       CUDA_OK(cudaFuncSetAttribute(reinterpret_cast<const void*>(fn), cudaFuncAttributeMaxDynamicSharedMemorySize,
                                    static_cast<int>(set.smem_bytes)));
       cudaFuncAttributes attr{};
@@ -47,7 +49,9 @@ TEST(PlannerGpu, CudaFuncAttributesMatchThePlanForEveryShippedConfig) {
       ++checked;
     }
   }
-  EXPECT_EQ(checked, 12) << "4 block_m configs x 3 epilogues for this arch";
+  // sm_90: 5 configs (block_m 8 at 2 and 3 blocks per SM) x 3 epilogues, and block_m 8 (at 2) and 16 again
+  // with fused routing; sm_120: 4 x 3 + 2 x 3.
+  EXPECT_EQ(checked, cc == 90 ? 21 : 18);
 }
 
 TEST(PlannerShipped, PlannerListMatchesTheCompiledKernels) {
@@ -61,8 +65,18 @@ TEST(PlannerShipped, PlannerListMatchesTheCompiledKernels) {
     bool found = false;
     for (const auto& p : plans)
       found |= p.shipped && p.block_m == set.block_m && p.block_n == set.block_n && p.block_k == set.block_k &&
-               p.stages == set.stages && p.smem.total == set.smem_bytes;
-    EXPECT_TRUE(found) << "sm_" << set.arch << " block_m " << set.block_m;
+               p.stages == set.stages && p.smem.total == set.smem_bytes && p.blocks_per_sm == set.blocks_per_sm;
+    EXPECT_TRUE(found) << "sm_" << set.arch << " block_m " << set.block_m << " stages " << set.stages;
+  }
+  // And the other way round: every shipped plan (two GEMMs each) is a compiled config.
+  for (int arch : {90, 120}) {
+    const ArchInfo* a = nullptr;
+    ASSERT_TRUE(find_arch(std::to_string(arch), &a).is_ok());
+    std::vector<KernelPlan> plans;
+    ASSERT_TRUE(plan_kernels(MoeShape{256, 6144, 2048, 8}, *a, std::nullopt, std::nullopt, &plans).is_ok());
+    size_t sets = 0;
+    for (const auto& set : detail::moe_kernel_sets()) sets += set.arch == arch;
+    EXPECT_EQ(plans.size(), 2 * sets) << "sm_" << arch;
   }
 }
 
