@@ -45,16 +45,15 @@ struct MoeGemmParams {
 // growing it, by one int, changed the code ptxas generates for every kernel, 2-3% slower on the H200.)
 
 // One 64-wide K group of a stage on the wgmma path: four m64nNk16 steps, A = the four dequantized
-// fragments, B = the group's swizzled activation slice (k16 step s starts 32 B into each 128-byte row).
-// N (tokens rounded up to 8/16/32/64) is chosen per work item; the accumulators are the first N/2 of acc.
-template <int N, int kAcc>
-__device__ __forceinline__ void wgmma_k64(float (&acc)[kAcc], const uint32_t (&a)[4][4], uint32_t slice, int scale_first) {
-  if constexpr (N / 2 <= kAcc) {
-    float(&d)[N / 2] = *reinterpret_cast<float(*)[N / 2]>(&acc[0]);
+// fragments, B = the group's swizzled activation slice (k16 step s starts 32 B into each 128-byte row,
+// descriptors desc[s]). N is the tile's kBlockM for every item, however few tokens it holds: choosing N per
+// item (8/16/32/64) put the wgmmas behind a branch, and ptxas then injected a warpgroup.arrive before each
+// (warning C7519); on the H200 the fixed N was 5-9% faster at T = 512..4096 though it multiplies padding
+// rows (the tensor cores are not what limits these kernels).
+template <int N>
+__device__ __forceinline__ void wgmma_k64(float (&d)[N / 2], const uint32_t (&a)[4][4], const uint64_t (&desc)[4], int scale_first) {
 #pragma unroll
-    for (int s = 0; s < 4; ++s)
-      wgmma::WgmmaRs<N>::mma(d, a[s], wgmma::desc_k_major_sw128(slice + s * 32), s == 0 ? scale_first : 1);
-  }
+  for (int s = 0; s < 4; ++s) wgmma::WgmmaRs<N>::mma(d, a[s], desc[s], s == 0 ? scale_first : 1);
 }
 
 // kFusedRouting (at most kWarpRoutingMaxPairs pairs): the chunk table and the permutation come from
@@ -182,7 +181,6 @@ __device__ __forceinline__ void moe_gemm_body(const MoeGemmParams& p, const Rout
 #pragma unroll
   for (int j = 0; j < Cfg::kNTiles8; ++j) acc[j][0] = acc[j][1] = acc[j][2] = acc[j][3] = 0.0f;
   float(&accw)[Cfg::kBlockM / 2] = *reinterpret_cast<float(*)[Cfg::kBlockM / 2]>(&acc[0][0]);
-  int n_wgmma = 8;  // the item's wgmma N: its tokens rounded up to 8, 16, 32 or 64
 
   if constexpr (kEpi == MoeEpilogue::kSwiGLU) {
 #pragma unroll
@@ -221,7 +219,6 @@ __device__ __forceinline__ void moe_gemm_body(const MoeGemmParams& p, const Rout
         cons_row0 = p.chunk_start[chunk];
         cons_rows = p.chunk_rows[chunk];
       }
-      n_wgmma = cons_rows <= 8 ? 8 : cons_rows <= 16 ? 16 : cons_rows <= 32 ? 32 : 64;
     }
     ptx::cp_async_wait<kAhead - 1>();
     if constexpr (Cfg::kWgmma) wgmma::fence_proxy_async_shared();  // this thread's copies -> the tensor cores' reads
@@ -250,14 +247,12 @@ __device__ __forceinline__ void moe_gemm_body(const MoeGemmParams& p, const Rout
           dequant_a_fragment<1>(words[2 * h + 1], s_g, s_g8, a[2 * h + 1]);
         }
         const uint32_t slice = act_base + static_cast<uint32_t>(g * L.act_slice_bytes);
+        uint64_t desc[4];
+#pragma unroll
+        for (int s = 0; s < 4; ++s) desc[s] = wgmma::desc_k_major_sw128(slice + s * 32);
         const int scale_first = (cons_kt == 0 && g == 0) ? 0 : 1;  // the item's first k16 step starts D afresh
         wgmma::fence();
-        switch (n_wgmma) {  // uniform over the block: one item at a time
-          case 8: wgmma_k64<8>(accw, a, slice, scale_first); break;
-          case 16: wgmma_k64<16>(accw, a, slice, scale_first); break;
-          case 32: wgmma_k64<32>(accw, a, slice, scale_first); break;
-          default: wgmma_k64<64>(accw, a, slice, scale_first); break;
-        }
+        wgmma_k64<Cfg::kBlockM>(accw, a, desc, scale_first);
         wgmma::commit();
         wgmma::wait<1>();
       }
