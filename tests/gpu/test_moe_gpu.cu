@@ -30,6 +30,27 @@ void run_case(const Case& c) {
   check_against_reference(p);
 }
 
+// Captures one forward pass of p.layer in a CUDA graph on a fresh stream, launches it `replays` times and
+// returns the output (poisoned before the capture, so a replay that writes nothing cannot pass).
+void graph_replay(Problem& p, int replays, std::vector<uint16_t>* out) {
+  cudaStream_t s;
+  ASSERT_EQ(cudaStreamCreate(&s), cudaSuccess);
+  cudaGraph_t graph;
+  cudaGraphExec_t exec;
+  ASSERT_TRUE(p.out.poison(0xFF));
+  ASSERT_EQ(cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal), cudaSuccess);
+  const Status st = p.layer.run(p.args(), p.ws.get(), p.ws.bytes(), s);
+  ASSERT_EQ(cudaStreamEndCapture(s, &graph), cudaSuccess);
+  ASSERT_TRUE(st.is_ok()) << st.to_string();
+  ASSERT_EQ(cudaGraphInstantiate(&exec, graph, 0), cudaSuccess);
+  for (int i = 0; i < replays; ++i) ASSERT_EQ(cudaGraphLaunch(exec, s), cudaSuccess);
+  ASSERT_EQ(cudaStreamSynchronize(s), cudaSuccess);
+  *out = p.out.download<uint16_t>(static_cast<size_t>(p.c.T * p.c.H));
+  cudaGraphExecDestroy(exec);
+  cudaGraphDestroy(graph);
+  cudaStreamDestroy(s);
+}
+
 #define MOE_CASE(name, ...)            \
   TEST(MoeGpu, name) {                 \
     FP4MOE_SKIP_WITHOUT_GPU();         \
@@ -169,22 +190,9 @@ TEST(MoeGpu, FusedSmallRoutingMatchesTheRoutingKernel) {
     EXPECT_EQ(check_codes[0], StatusCode::kInvalidArgument) << "the non-finite weight was not reported";
     EXPECT_EQ(check_msgs[0], check_msgs[1]);
     if (c.T == 2) {  // CUDA-graph capture of the fused path replays to the same output
-      cudaStream_t s;
-      ASSERT_EQ(cudaStreamCreate(&s), cudaSuccess);
-      cudaGraph_t graph;
-      cudaGraphExec_t exec;
-      ASSERT_TRUE(p.out.poison(0xFF));
-      ASSERT_EQ(cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal), cudaSuccess);
-      const Status st = p.layer.run(p.args(), p.ws.get(), p.ws.bytes(), s);
-      ASSERT_EQ(cudaStreamEndCapture(s, &graph), cudaSuccess);
-      ASSERT_TRUE(st.is_ok()) << st.to_string();
-      ASSERT_EQ(cudaGraphInstantiate(&exec, graph, 0), cudaSuccess);
-      ASSERT_EQ(cudaGraphLaunch(exec, s), cudaSuccess);
-      ASSERT_EQ(cudaStreamSynchronize(s), cudaSuccess);
-      EXPECT_EQ(p.out.download<uint16_t>(outs[0].size()), outs[0]) << "graph replay differs";
-      cudaGraphExecDestroy(exec);
-      cudaGraphDestroy(graph);
-      cudaStreamDestroy(s);
+      std::vector<uint16_t> replayed;
+      graph_replay(p, 1, &replayed);
+      EXPECT_EQ(replayed, outs[0]) << "graph replay differs";
     }
   }
 }
@@ -200,23 +208,9 @@ TEST(MoeGpu, DeterministicRunsAreBitIdenticalAndGraphReplayMatches) {
   p.run_poisoned();
   if (HasFatalFailure()) return;
   EXPECT_EQ(p.out.download<uint16_t>(first.size()), first) << "two deterministic runs differ";
-
-  cudaStream_t s;
-  ASSERT_EQ(cudaStreamCreate(&s), cudaSuccess);
-  cudaGraph_t graph;
-  cudaGraphExec_t exec;
-  ASSERT_TRUE(p.out.poison(0xFF));
-  ASSERT_EQ(cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal), cudaSuccess);
-  const Status st = p.layer.run(p.args(), p.ws.get(), p.ws.bytes(), s);
-  ASSERT_EQ(cudaStreamEndCapture(s, &graph), cudaSuccess);
-  ASSERT_TRUE(st.is_ok()) << st.to_string();
-  ASSERT_EQ(cudaGraphInstantiate(&exec, graph, 0), cudaSuccess);
-  for (int i = 0; i < 2; ++i) ASSERT_EQ(cudaGraphLaunch(exec, s), cudaSuccess);
-  ASSERT_EQ(cudaStreamSynchronize(s), cudaSuccess);
-  EXPECT_EQ(p.out.download<uint16_t>(first.size()), first) << "graph replay differs from a direct run";
-  cudaGraphExecDestroy(exec);
-  cudaGraphDestroy(graph);
-  cudaStreamDestroy(s);
+  std::vector<uint16_t> replayed;
+  graph_replay(p, 2, &replayed);
+  EXPECT_EQ(replayed, first) << "graph replay differs from a direct run";
 }
 
 TEST(MoeGpu, ZeroTokensIsANoOp) {
