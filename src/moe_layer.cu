@@ -299,10 +299,13 @@ int MoeLayer::block_m_for(int64_t num_tokens) const {
   // Mean rows per expert decides (measured on an H200 for GLM-5, docs/perf/moe-decode.md). Each chunk
   // dequantizes its expert's weights again and the dequantization is what limits the kernels, so the
   // chunk should hold nearly every expert's tokens (mean + 3 sd of a Poisson count), but no more: unused
-  // 8-token MMA tiles are skipped, yet a larger tile has fewer resident warps.
+  // 8-token MMA tiles are skipped, yet a larger tile has fewer resident warps. The 8-token tile runs up to a
+  // busiest expert of 15, though some experts then need two chunks: for GLM-5 on the H200 it was the fastest
+  // at T = 96..192 (busiest 8.2..13.3; 10-25% ahead of the 16-token tile), the 16-token one at T = 256 (16.5)
+  // (docs/perf/moe-decode.md, raw-2026-11-30c-block-m.log).
   const double mean = static_cast<double>(num_tokens) * impl_->shape.top_k / impl_->shape.num_experts;
   const double busiest = mean + 3.0 * std::sqrt(mean);
-  const int want = busiest <= 8.0 ? 8 : busiest <= 20.0 ? 16 : busiest <= 40.0 ? 32 : 64;
+  const int want = busiest <= 15.0 ? 8 : busiest <= 20.0 ? 16 : busiest <= 40.0 ? 32 : 64;
   int best = 0;
   for (const auto& s : impl_->sels) {
     const int m = s.set->block_m;
