@@ -175,11 +175,12 @@ int run_tune(const TuneOpts& o) {
               rows.size(), secs, "tokens", "heuristic bm", "us", "tuned bm", "splits", "us", "gain");
   nlohmann::json jt = {{"gpu", dev.info.name}, {"seconds", secs}, {"cache", o.cache.empty() ? default_tuning_cache_path() : o.cache}};
   for (const auto& r : rows) {
-    // The heuristic: its block_m with the default single K range.
-    const auto h = r.layer_us_by_config.find({r.heuristic_bm, 1});
+    // The heuristic: its block_m and down K splits (the tuner times 1, 2 and 4 splits, so both are in the sweep).
+    const auto h = r.layer_us_by_config.find({r.heuristic_bm, r.heuristic_splits});
     const double hus = h == r.layer_us_by_config.end() ? 0 : h->second;
     const int splits = r.down_k_splits > 0 ? r.down_k_splits : 1;
-    jt["buckets"].push_back({{"tokens", r.T}, {"heuristic_block_m", r.heuristic_bm}, {"heuristic_us", hus},
+    jt["buckets"].push_back({{"tokens", r.T}, {"heuristic_block_m", r.heuristic_bm},
+                             {"heuristic_down_k_splits", r.heuristic_splits}, {"heuristic_us", hus},
                              {"tuned_block_m", r.block_m}, {"tuned_down_k_splits", splits}, {"tuned_us", r.layer_us}});
     cache.record(m->shape, FinalizeMode::kDeterministic, r.T, TunedChoice{r.block_m, r.layer_us, splits});
     std::printf("%8lld %14d %12.1f %10d %8d %12.1f %7.2fx\n", static_cast<long long>(r.T), r.heuristic_bm, hus,

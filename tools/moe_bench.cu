@@ -233,6 +233,7 @@ Status run_moe_bench(const MoeBenchOptions& o, MoeBenchDevice* dev, std::vector<
     }
     FP4MOE_RETURN_IF_ERROR(layer.check(ws[0].p, nullptr));
     r.heuristic_bm = layer.block_m_for(T);
+    r.heuristic_splits = layer.down_k_splits_for(T);
     r.weight_bytes = r.active * bytes_per_expert;
     r.flop_per_byte = 2.0 * T * K * 3.0 * I * H / r.weight_bytes;
     r.tflops = 2.0 * T * K * (3.0 * I * H) / (r.layer_us * 1e-6) / 1e12;

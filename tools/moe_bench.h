@@ -34,6 +34,7 @@ struct MoeBenchRow {
   int64_t T = 0;
   double active = 0;
   int max_per_expert = 0;
+  int heuristic_splits = 1;          // the down K splits the layer picks by itself for T
   int block_m = 0, heuristic_bm = 0;  // the fastest config, and what the layer picks by itself (its tuning
                                       // cache, else the heuristic; the tuner's layer reads no cache)
   std::map<std::pair<int, int>, double> layer_us_by_config;  // (block_m, down K splits; 0 = the layer's choice)
