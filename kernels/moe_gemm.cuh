@@ -83,7 +83,9 @@ __device__ __forceinline__ void moe_gemm_body(const MoeGemmParams& p, const Rout
   // work list is the routing kernel's output, so it waits before reading anything. Its blocks then let the
   // down kernel launch: down's blocks take SMs as gate_up's blocks leave, and issue their first weight
   // copies before their own wait (below). That read of the routing tables by down is safe because down
-  // cannot start before every gate_up block has passed this wait, i.e. after routing completed.
+  // cannot start before every gate_up block has passed this wait, i.e. after routing completed. (With
+  // kFusedRouting the down kernel reads only the layer's inputs -- topk ids and weights -- before its wait;
+  // gate_up is then the forward pass's first kernel, launched normally.)
   if constexpr (kEpi == MoeEpilogue::kSwiGLU) {
     ptx::griddep_wait();
     ptx::griddep_launch_dependents();

@@ -316,6 +316,17 @@ int MoeLayer::block_m_for(int64_t num_tokens) const {
   return best;
 }
 
+bool MoeLayer::fuses_routing(int64_t num_tokens, int block_m) const {
+  static_assert(kMaxFusedRoutingPairs == kernels::kWarpRoutingMaxPairs, "one warp routes the fused pairs");
+  // The fused kernels are built for the deeper 8-token config only, which pick() takes up to 64 pairs.
+  static_assert(kDeepPipelineMaxPairs >= kMaxFusedRoutingPairs, "fused-routing pairs must take the deep config");
+  if (!impl_ || !impl_->options.fuse_small_routing) return false;
+  const int64_t pairs = num_tokens * impl_->shape.top_k;
+  if (pairs < 1 || pairs > kMaxFusedRoutingPairs) return false;
+  const Impl::Sel* sel = impl_->pick(block_m ? block_m : block_m_for(num_tokens), pairs);
+  return sel != nullptr && sel->set->gate_up_fused != nullptr;
+}
+
 int MoeLayer::down_k_splits_for(int64_t num_tokens) const {
   if (!impl_) return 0;
   if (const auto it = impl_->tuned.find(tokens_bucket(num_tokens)); it != impl_->tuned.end())
@@ -348,6 +359,7 @@ std::string MoeLayer::describe(int64_t num_tokens) const {
          "x" + std::to_string(k->block_k) + ", " + std::to_string(k->stages) + " stages, " +
          std::to_string(k->smem_bytes) + " B smem, " + std::to_string(s->blocks) + " persistent blocks, down K in " +
          std::to_string(down_k_splits_for(num_tokens)) + " split(s), " +
+         (fuses_routing(num_tokens) ? "routing inside the GEMMs, " : "") +
          (impl_->options.finalize == FinalizeMode::kDeterministic ? "deterministic" : "atomic") + " finalize";
 }
 
@@ -445,9 +457,7 @@ Status MoeLayer::run(const MoeForwardArgs& a, void* workspace, size_t workspace_
 
   // A few pairs: the GEMM kernels route them in registers (kernels/moe_routing_warp.cuh), gate_up's
   // block 0 writing the tables the finalize and workspace_view read; the routing kernel is not launched.
-  static_assert(kMaxFusedRoutingPairs == kernels::kWarpRoutingMaxPairs, "one warp routes the fused pairs");
-  const bool fused_routing = impl_->options.fuse_small_routing && pairs <= kMaxFusedRoutingPairs &&
-                             ks.gate_up_fused != nullptr && (phases & kPhaseRouting) && (phases & kPhaseGateUp);
+  const bool fused_routing = fuses_routing(a.num_tokens, a.block_m) && (phases & kPhaseRouting) && (phases & kPhaseGateUp);
   kernels::RoutingParams r{};
   {
     r.topk_ids = a.topk_ids;

@@ -228,7 +228,7 @@ Status run_moe_bench(const MoeBenchOptions& o, MoeBenchDevice* dev, std::vector<
       r.down_us = phase(kPhaseDown, layer).median_us;
       r.layer_plain_us = phase(kPhaseAll, layer_plain).median_us;
       r.layer_atomic_us = phase(kPhaseAll, layer_atomic).median_us;
-      if (T * K <= kMaxFusedRoutingPairs) r.layer_unfused_us = phase(kPhaseAll, layer_unfused).median_us;
+      if (layer.fuses_routing(T, r.block_m)) r.layer_unfused_us = phase(kPhaseAll, layer_unfused).median_us;
       FP4MOE_RETURN_IF_ERROR(failed);
     }
     FP4MOE_RETURN_IF_ERROR(layer.check(ws[0].p, nullptr));

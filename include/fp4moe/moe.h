@@ -136,6 +136,9 @@ class MoeLayer {
   // tuning cache's choice for the bucket, else 2 where the down GEMM's work items (about the active experts x
   // its N tiles) fill the resident blocks' rounds at least 10 points better in halves (few tokens), else 1.
   int down_k_splits_for(int64_t num_tokens) const;
+  // Whether a forward pass of `num_tokens` (with MoeForwardArgs::block_m = `block_m`, 0 = the layer's choice)
+  // routes inside the GEMM kernels instead of launching the routing kernel (MoeLayerOptions::fuse_small_routing).
+  bool fuses_routing(int64_t num_tokens, int block_m = 0) const;
   std::string describe(int64_t num_tokens) const;
   const MoeShape& shape() const;
   size_t prepacked_bytes() const;

@@ -142,8 +142,8 @@ struct MoeGemmConfig {
   // Blocks per SM the stage budget was planned for (kTargetBlocks_ on the 228 KB parts, 1 on the 100 KB ones):
   // caps registers via __launch_bounds__.
   static constexpr int kMinBlocksPerSm = moe_gemm_blocks_per_sm(kTargetBlocks_, kArch);
-  // wgmma (sm_90): one warpgroup = 4 warps = 64 weight rows per m64nNk16; N = the item's tokens rounded up
-  // to 8, 16, 32 or 64 (at most kBlockM).
+  // wgmma (sm_90): one warpgroup = 4 warps = 64 weight rows per m64nNk16; N = kBlockM for every work item
+  // (kernels/moe_gemm.cuh, wgmma_k64).
   static constexpr bool kWgmma = moe_gemm_act_layout(kArch, kBlockM) == MoeActLayout::kSwizzled128;
   static constexpr MoeGemmSmemLayout kSmem =
       moe_gemm_smem_layout(kBlockM, kBlockN, kBlockK, kStages, moe_gemm_act_layout(kArch, kBlockM));

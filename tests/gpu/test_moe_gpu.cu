@@ -131,21 +131,23 @@ TEST(MoeGpu, ProgrammaticLaunchIsBitIdenticalToPlainLaunch) {
 // At most 32 (token, expert) pairs the GEMM kernels route in registers (no routing kernel): the tables, the
 // error report and the output equal the routing kernel's bit for bit, and the output the reference. Cases:
 // several chunks of one expert, skipped ids, a non-finite router weight, E not a multiple of 32, k = 1,
-// atomic finalize, the 16-token tile with 2 down splits; one is also captured in a CUDA graph.
+// atomic finalize, the 16-token tile with 2 down splits; one is also captured in a CUDA graph. The chunk
+// table gate_up's block 0 writes is checked by running the down phase alone on it.
 TEST(MoeGpu, FusedSmallRoutingMatchesTheRoutingKernel) {
   FP4MOE_SKIP_WITHOUT_GPU();
   const Case cases[] = {
       Case{32, 4, 256, 256, 1, Routing::kOneExpert, 8},
       Case{4, 16, 256, 512, 8, Routing::kWithBadIds},
       Case{2, 300, 256, 512, 8, Routing::kUniform, 16, FinalizeMode::kDeterministic, true, false, 2},
-      Case{32, 8, 512, 256, 1, Routing::kSkewed, 0, FinalizeMode::kAtomic},
-      Case{1, 64, 256, 512, 8, Routing::kUniform, 32},
+      Case{32, 8, 512, 256, 1, Routing::kSkewed, 0, FinalizeMode::kAtomic},  // k = 1: one atomic term per output, bits fixed
+      Case{1, 64, 256, 512, 8, Routing::kUniform, 8, FinalizeMode::kDeterministic, true, false, 2},
   };
   for (const Case& c : cases) {
     SCOPED_TRACE(c.name());
     Problem p;
     p.setup(c, testing::fresh_seed() % 1000003);
     if (HasFatalFailure()) return;
+    ASSERT_TRUE(p.layer.fuses_routing(c.T, c.block_m)) << p.layer.describe(c.T);
     p.run_poisoned();
     if (HasFatalFailure()) return;
     check_against_reference(p);
@@ -169,6 +171,7 @@ TEST(MoeGpu, FusedSmallRoutingMatchesTheRoutingKernel) {
     o.fuse_small_routing = false;
     MoeLayer unfused;
     ASSERT_TRUE(unfused.init(MoeShape{c.E, c.H, c.I, c.k}, o, p.w13.device(), p.w2.device(), nullptr).is_ok());
+    ASSERT_FALSE(unfused.fuses_routing(c.T, c.block_m));
     std::vector<uint16_t> outs[2];
     std::vector<int32_t> tables[2];
     StatusCode check_codes[2];
@@ -189,6 +192,13 @@ TEST(MoeGpu, FusedSmallRoutingMatchesTheRoutingKernel) {
     EXPECT_EQ(tables[0], tables[1]) << "fused routing and the routing kernel give different tables";
     EXPECT_EQ(check_codes[0], StatusCode::kInvalidArgument) << "the non-finite weight was not reported";
     EXPECT_EQ(check_msgs[0], check_msgs[1]);
+    // Routing + gate_up fused (block 0 writes every table, the chunk table too), then the down phase alone,
+    // which reads those tables from the workspace: the same output.
+    ASSERT_TRUE(p.out.poison(0xFF) && p.ws.poison(0xFF));
+    ASSERT_TRUE(p.layer.run(p.args(), p.ws.get(), p.ws.bytes(), nullptr, kPhaseRouting | kPhaseGateUp).is_ok());
+    ASSERT_TRUE(p.layer.run(p.args(), p.ws.get(), p.ws.bytes(), nullptr, kPhaseDown).is_ok());
+    ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+    EXPECT_EQ(p.out.download<uint16_t>(outs[0].size()), outs[0]) << "down alone on the fused gate_up's tables differs";
     if (c.T == 2) {  // CUDA-graph capture of the fused path replays to the same output
       std::vector<uint16_t> replayed;
       graph_replay(p, 1, &replayed);
