@@ -9,6 +9,7 @@
 namespace fp4moe::detail {
 
 using GemmKernelFn = void (*)(const kernels::MoeGemmParams, const kernels::RoutingParams);
+using DecodeKernelFn = void (*)(const kernels::MoeGemmParams, const kernels::MoeGemmParams, const kernels::RoutingParams);
 
 struct MoeKernelSet {
   int block_m, block_n, block_k, stages, arch, threads;
@@ -17,6 +18,8 @@ struct MoeKernelSet {
   GemmKernelFn gate_up, down_store, down_atomic;
   // The same with kFusedRouting (routing of at most 32 pairs inside the GEMMs); nullptr where not built.
   GemmKernelFn gate_up_fused = nullptr, down_store_fused = nullptr, down_atomic_fused = nullptr;
+  // gate_up and down in one cooperative launch (moe_decode_kernel; experimental), where the fused ones are built.
+  DecodeKernelFn decode_store = nullptr, decode_atomic = nullptr;
   // Every kernel of the set: the three epilogues, then their fused-routing versions where built.
   std::vector<GemmKernelFn> all() const {
     std::vector<GemmKernelFn> v{gate_up, down_store, down_atomic};

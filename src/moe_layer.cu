@@ -81,6 +81,24 @@ cudaError_t launch(void (*kernel)(KArgs...), int64_t grid, int block, int64_t sm
   return cudaLaunchKernelEx(&cfg, kernel, std::forward<Args>(args)...);
 }
 
+// Launches `kernel` as a cooperative grid (every block co-resident, so its grid-wide barrier cannot deadlock;
+// the launch fails instead when `grid` blocks cannot be resident at once).
+template <class... KArgs, class... Args>
+cudaError_t launch_cooperative(void (*kernel)(KArgs...), int64_t grid, int block, int64_t smem, cudaStream_t stream,
+                               Args&&... args) {
+  cudaLaunchConfig_t cfg{};
+  cfg.gridDim = dim3(static_cast<unsigned>(grid));
+  cfg.blockDim = dim3(static_cast<unsigned>(block));
+  cfg.dynamicSmemBytes = static_cast<size_t>(smem);
+  cfg.stream = stream;
+  cudaLaunchAttribute attr{};
+  attr.id = cudaLaunchAttributeCooperative;
+  attr.val.cooperative = 1;
+  cfg.attrs = &attr;
+  cfg.numAttrs = 1;
+  return cudaLaunchKernelEx(&cfg, kernel, std::forward<Args>(args)...);
+}
+
 std::string shape_str(const MoeShape& s) {
   return "E=" + std::to_string(s.num_experts) + " H=" + std::to_string(s.hidden) + " I=" +
          std::to_string(s.intermediate) + " k=" + std::to_string(s.top_k);
@@ -102,6 +120,7 @@ struct MoeLayer::Impl {
   struct Sel {
     const detail::MoeKernelSet* set;
     int blocks;  // persistent grid: resident blocks per SM x SMs
+    int decode_blocks = 0;  // moe_decode_kernel's co-resident blocks (cooperative grid); 0 = not built / not used
   };
   std::vector<Sel> sels;  // one per block_m, for this device's architecture
   std::map<int64_t, TunedChoice> tuned;  // tokens bucket -> block_m and down K splits, from a tuning cache
@@ -198,6 +217,20 @@ Status MoeLayer::init(const MoeShape& shape, const MoeLayerOptions& options, con
       return Status(StatusCode::kResourceExhausted,
                     "kernel config block_m=" + std::to_string(set.block_m) + " cannot be resident on this GPU");
     sel.blocks = occ * impl->sms;
+    if (options.fused_decode && set.decode_store != nullptr) {
+      int docc = 1 << 30;
+      for (auto fn : {set.decode_store, set.decode_atomic}) {
+        FP4MOE_CUDA_TRY(cudaFuncSetAttribute(reinterpret_cast<const void*>(fn),
+                                             cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(set.smem_bytes)));
+        int o = 0;
+        FP4MOE_CUDA_TRY(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&o, reinterpret_cast<const void*>(fn), set.threads,
+                                                                      set.smem_bytes));
+        docc = std::min(docc, o);
+      }
+      int coop = 0;
+      FP4MOE_CUDA_TRY(cudaDeviceGetAttribute(&coop, cudaDevAttrCooperativeLaunch, impl->device));
+      sel.decode_blocks = coop && docc >= 1 ? std::min(docc, occ) * impl->sms : 0;
+    }
     impl->sels.push_back(sel);
   }
   if (impl->sels.empty())
@@ -359,7 +392,9 @@ std::string MoeLayer::describe(int64_t num_tokens) const {
          "x" + std::to_string(k->block_k) + ", " + std::to_string(k->stages) + " stages, " +
          std::to_string(k->smem_bytes) + " B smem, " + std::to_string(s->blocks) + " persistent blocks, down K in " +
          std::to_string(down_k_splits_for(num_tokens)) + " split(s), " +
-         (fuses_routing(num_tokens) ? "routing inside the GEMMs, " : "") +
+         (fuses_routing(num_tokens) ? (s->decode_blocks > 0 ? "routing inside the GEMMs, both GEMMs in one cooperative launch, "
+                                                            : "routing inside the GEMMs, ")
+                                    : "") +
          (impl_->options.finalize == FinalizeMode::kDeterministic ? "deterministic" : "atomic") + " finalize";
 }
 
@@ -486,45 +521,54 @@ Status MoeLayer::run(const MoeForwardArgs& a, void* workspace, size_t workspace_
   g.chunk_start = i32(L.chunk_start);
   g.chunk_rows = i32(L.chunk_rows);
   g.topk_weights = a.topk_weights;
-  if (phases & kPhaseGateUp) {
-    kernels::MoeGemmParams p = g;
-    p.weights = impl_->pw13;
-    p.scales = impl_->ps13;
-    p.alpha = impl_->alpha13;
-    p.n = static_cast<int32_t>(2 * s.intermediate);
-    p.k = static_cast<int32_t>(s.hidden);
-    p.x = static_cast<const __nv_bfloat16*>(a.hidden);
-    p.gather_tokens = true;
-    p.act_out = reinterpret_cast<__nv_bfloat16*>(ws + L.act);
-    p.k_splits = 1;  // SwiGLU needs the whole sum
-    FP4MOE_CUDA_TRY(launch(fused_routing ? ks.gate_up_fused : ks.gate_up, sel->blocks, ks.threads, ks.smem_bytes, stream,
-                           pdl_ok && (phases & kPhaseRouting) && !fused_routing, p, r));
+  kernels::MoeGemmParams gu = g;  // gate_up
+  gu.weights = impl_->pw13;
+  gu.scales = impl_->ps13;
+  gu.alpha = impl_->alpha13;
+  gu.n = static_cast<int32_t>(2 * s.intermediate);
+  gu.k = static_cast<int32_t>(s.hidden);
+  gu.x = static_cast<const __nv_bfloat16*>(a.hidden);
+  gu.gather_tokens = true;
+  gu.act_out = reinterpret_cast<__nv_bfloat16*>(ws + L.act);
+  gu.k_splits = 1;  // SwiGLU needs the whole sum
+  kernels::MoeGemmParams dn = g;  // down
+  dn.weights = impl_->pw2;
+  dn.scales = impl_->ps2;
+  dn.alpha = impl_->alpha2;
+  dn.n = static_cast<int32_t>(s.hidden);
+  dn.k = static_cast<int32_t>(s.intermediate);
+  dn.x = reinterpret_cast<const __nv_bfloat16*>(ws + L.act);
+  dn.gather_tokens = false;
+  dn.partial_out = partial;
+  dn.k_splits = splits;
+  dn.split_stride = a.num_tokens * s.top_k * s.hidden;
+  // Experimental (MoeLayerOptions::fused_decode): both GEMMs in one cooperative launch.
+  const bool one_launch = fused_routing && (phases & kPhaseDown) && sel->decode_blocks > 0;
+  if (one_launch) {
+    FP4MOE_CUDA_TRY(launch_cooperative(det ? ks.decode_store : ks.decode_atomic, sel->decode_blocks, ks.threads,
+                                       ks.smem_bytes, stream, gu, dn, r));
+  } else {
+    if (phases & kPhaseGateUp)
+      FP4MOE_CUDA_TRY(launch(fused_routing ? ks.gate_up_fused : ks.gate_up, sel->blocks, ks.threads, ks.smem_bytes,
+                             stream, pdl_ok && (phases & kPhaseRouting) && !fused_routing, gu, r));
+    if (phases & kPhaseDown) {
+      const auto down = fused_routing ? (det ? ks.down_store_fused : ks.down_atomic_fused) : (det ? ks.down_store : ks.down_atomic);
+      FP4MOE_CUDA_TRY(launch(down, sel->blocks, ks.threads, ks.smem_bytes, stream, pdl_ok && (phases & kPhaseGateUp), dn, r));
+    }
   }
   if (phases & kPhaseDown) {
-    kernels::MoeGemmParams p = g;
-    p.weights = impl_->pw2;
-    p.scales = impl_->ps2;
-    p.alpha = impl_->alpha2;
-    p.n = static_cast<int32_t>(s.hidden);
-    p.k = static_cast<int32_t>(s.intermediate);
-    p.x = reinterpret_cast<const __nv_bfloat16*>(ws + L.act);
-    p.gather_tokens = false;
-    p.partial_out = partial;
-    p.k_splits = splits;
-    p.split_stride = a.num_tokens * s.top_k * s.hidden;
-    const auto down = fused_routing ? (det ? ks.down_store_fused : ks.down_atomic_fused) : (det ? ks.down_store : ks.down_atomic);
-    FP4MOE_CUDA_TRY(launch(down, sel->blocks, ks.threads, ks.smem_bytes, stream,
-                           pdl_ok && (phases & kPhaseGateUp), p, r));
+    const kernels::MoeGemmParams& p = dn;
     auto* out = static_cast<__nv_bfloat16*>(a.output);
+    const bool pdl_finalize = pdl_ok && !one_launch;  // (after a cooperative launch: plain stream order)
     if (det) {
       const int64_t n = a.num_tokens * (s.hidden / 4);
-      FP4MOE_CUDA_TRY(launch(kernels::moe_finalize_gather_kernel, ceil_div(n, 256), 256, 0, stream, pdl_ok,
+      FP4MOE_CUDA_TRY(launch(kernels::moe_finalize_gather_kernel, ceil_div(n, 256), 256, 0, stream, pdl_finalize,
                              static_cast<const float*>(partial), static_cast<int32_t>(splits), p.split_stride,
                              static_cast<const int32_t*>(i32(L.inv)), static_cast<int32_t>(a.num_tokens),
                              static_cast<int32_t>(s.top_k), static_cast<int32_t>(s.hidden), out));
     } else {
       const int64_t n = a.num_tokens * s.hidden;
-      FP4MOE_CUDA_TRY(launch(kernels::moe_finalize_convert_kernel, ceil_div(n / 8, 256), 256, 0, stream, pdl_ok,
+      FP4MOE_CUDA_TRY(launch(kernels::moe_finalize_convert_kernel, ceil_div(n / 8, 256), 256, 0, stream, pdl_finalize,
                              static_cast<const float*>(partial), n, out));
     }
   }

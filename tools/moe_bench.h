@@ -52,6 +52,7 @@ struct MoeBenchRow {
   // The layer at the same block_m without programmatic dependent launch, and with the atomic finalize
   // (both timed when phases are; 0 otherwise).
   double layer_plain_us = 0, layer_atomic_us = 0;
+  double layer_decode_us = 0;   // with MoeLayerOptions::fused_decode (one cooperative launch) where it applies, else 0
   double layer_unfused_us = 0;  // with the routing kernel where the fastest config fuses routing (MoeLayer::fuses_routing), else 0
   double tokens_per_s = 0;  // projected: T / (layer time x MoE layers)
 };

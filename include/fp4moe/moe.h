@@ -62,6 +62,10 @@ struct MoeLayerOptions {
   // decode tile (block_m <= 16): the GEMM kernels route the pairs themselves, in registers, instead of a
   // routing kernel launched before them. Off: always the routing kernel (same tables and results, bit for bit).
   bool fuse_small_routing = true;
+  // Experimental, off: where routing is fused (above), gate_up and down run as one cooperative launch with a
+  // grid-wide barrier between them (docs/design/persistent-decode.md). Not yet measured on a GPU; results are
+  // bit-identical to the default path by construction (same kernels' code, same order of every sum).
+  bool fused_decode = false;
   // Tuning cache read at init: "" = the default location (tuning.h), "none" = do not read one.
   std::string tuning_cache = "";
 };

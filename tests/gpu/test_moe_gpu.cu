@@ -207,6 +207,64 @@ TEST(MoeGpu, FusedSmallRoutingMatchesTheRoutingKernel) {
   }
 }
 
+// Experimental MoeLayerOptions::fused_decode (gate_up and down in one cooperative launch with a grid-wide
+// barrier): the default path's output, tables and error report bit for bit, and so the reference's; one case
+// also through a CUDA graph.
+TEST(MoeGpu, FusedDecodeOneLaunchMatchesTwoLaunches) {
+  FP4MOE_SKIP_WITHOUT_GPU();
+  const Case cases[] = {
+      Case{1, 64, 512, 512, 8, Routing::kUniform, 0, FinalizeMode::kDeterministic, true, false, 2},
+      Case{4, 16, 256, 512, 8, Routing::kWithBadIds},
+      Case{32, 8, 512, 256, 1, Routing::kSkewed, 0, FinalizeMode::kAtomic},  // k = 1: one atomic term per output
+      Case{2, 300, 256, 512, 8, Routing::kOneExpert, 16},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.name());
+    Problem p;
+    p.setup(c, testing::fresh_seed() % 1000003);
+    if (HasFatalFailure()) return;
+    p.run_poisoned();
+    if (HasFatalFailure()) return;
+    check_against_reference(p);
+    if (HasFatalFailure()) return;
+    const int64_t P = c.T * c.k;
+    auto snapshot = [&](const MoeLayer& l) {
+      const MoeWorkspaceView v = l.workspace_view(p.ws.get(), c.T);
+      std::vector<int32_t> t(static_cast<size_t>(c.E + 1 + 2 * P));
+      EXPECT_EQ(cudaMemcpy(t.data(), v.expert_offsets, static_cast<size_t>(c.E + 1) * 4, cudaMemcpyDeviceToHost), cudaSuccess);
+      EXPECT_EQ(cudaMemcpy(t.data() + c.E + 1, v.perm_pair, static_cast<size_t>(P) * 4, cudaMemcpyDeviceToHost), cudaSuccess);
+      EXPECT_EQ(cudaMemcpy(t.data() + c.E + 1 + P, v.inv_perm, static_cast<size_t>(P) * 4, cudaMemcpyDeviceToHost), cudaSuccess);
+      return t;
+    };
+    const auto two_out = p.out.download<uint16_t>(static_cast<size_t>(c.T * c.H));
+    const auto two_tables = snapshot(p.layer);
+    const Status two_check = p.layer.check(p.ws.get(), nullptr);
+    MoeLayerOptions o;
+    o.block_m = c.block_m;
+    o.finalize = c.finalize;
+    o.tuning_cache = "none";
+    o.fused_decode = true;
+    MoeLayer one;
+    ASSERT_TRUE(one.init(MoeShape{c.E, c.H, c.I, c.k}, o, p.w13.device(), p.w2.device(), nullptr).is_ok());
+    ASSERT_NE(one.describe(c.T).find("one cooperative launch"), std::string::npos) << one.describe(c.T);
+    ASSERT_TRUE(p.out.poison(0xFF) && p.ws.poison(0xFF));
+    const Status st = one.run(p.args(), p.ws.get(), p.ws.bytes(), nullptr);
+    ASSERT_TRUE(st.is_ok()) << st.to_string();
+    ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+    EXPECT_EQ(p.out.download<uint16_t>(two_out.size()), two_out) << "one launch and two launches differ";
+    EXPECT_EQ(snapshot(one), two_tables);
+    const Status one_check = one.check(p.ws.get(), nullptr);
+    EXPECT_EQ(one_check.to_string(), two_check.to_string());
+    if (c.T == 1) {  // captured in a CUDA graph (a cooperative kernel node) and replayed twice
+      std::swap(p.layer, one);
+      std::vector<uint16_t> replayed;
+      graph_replay(p, 2, &replayed);
+      std::swap(p.layer, one);
+      EXPECT_EQ(replayed, two_out) << "graph replay of the one-launch path differs";
+    }
+  }
+}
+
 TEST(MoeGpu, DeterministicRunsAreBitIdenticalAndGraphReplayMatches) {
   FP4MOE_SKIP_WITHOUT_GPU();
   Problem p;
