@@ -122,9 +122,11 @@ Status run_moe_bench(const MoeBenchOptions& o, MoeBenchDevice* dev, std::vector<
       atomic.finalize = FinalizeMode::kAtomic;
       unfused.fuse_small_routing = false;
       FP4MOE_RETURN_IF_ERROR(layer_unfused.init(o.shape, unfused, w13, w2, nullptr));
-      MoeLayerOptions decode = base;
-      decode.fused_decode = true;
-      FP4MOE_RETURN_IF_ERROR(layer_decode.init(o.shape, decode, w13, w2, nullptr));
+      if (o.fused_decode) {
+        MoeLayerOptions decode = base;
+        decode.fused_decode = true;
+        FP4MOE_RETURN_IF_ERROR(layer_decode.init(o.shape, decode, w13, w2, nullptr));
+      }
       FP4MOE_RETURN_IF_ERROR(layer_plain.init(o.shape, plain, w13, w2, nullptr));
       FP4MOE_RETURN_IF_ERROR(layer_atomic.init(o.shape, atomic, w13, w2, nullptr));
     }
@@ -233,7 +235,7 @@ Status run_moe_bench(const MoeBenchOptions& o, MoeBenchDevice* dev, std::vector<
       r.layer_atomic_us = phase(kPhaseAll, layer_atomic).median_us;
       if (layer.fuses_routing(T, r.block_m)) {
         r.layer_unfused_us = phase(kPhaseAll, layer_unfused).median_us;
-        r.layer_decode_us = phase(kPhaseAll, layer_decode).median_us;
+        if (o.fused_decode) r.layer_decode_us = phase(kPhaseAll, layer_decode).median_us;
       }
       FP4MOE_RETURN_IF_ERROR(failed);
     }

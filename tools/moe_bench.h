@@ -24,6 +24,7 @@ struct MoeBenchOptions {
   bool use_tuning_cache = true;        // false: the layer ignores any tuning cache (the tuner compares with the heuristic)
   bool baselines = true;               // read/copy bandwidth and cuBLAS (off for tuning)
   bool phases = true;                  // also time routing, gate_up and down alone
+  bool fused_decode = false;           // also time the experimental one-launch decode (MoeLayerOptions::fused_decode)
   int min_iters = 20;                  // timed runs per measurement (median)
   double budget_s = 0;                 // > 0: stop before the next T once this much time has passed
   // Called before each T (index, count) and once at the end (count, count), e.g. for a progress bar.
