@@ -63,40 +63,39 @@ WorkspaceLayout workspace_layout(const MoeShape& s, FinalizeMode mode, int64_t t
   return w;
 }
 
-// Launches `kernel`; with `pdl` as a programmatic dependent launch (sm_90+) of the kernel enqueued just before
-// it: it may start while that one drains and waits inside for its results (kernels/ptx.cuh, griddepcontrol).
+// How a kernel is launched: in plain stream order; as a programmatic dependent launch (sm_90+) of the kernel
+// enqueued just before it, which may start while that one drains and waits inside for its results
+// (kernels/ptx.cuh, griddepcontrol); or as a cooperative grid (every block co-resident, so a grid-wide barrier
+// cannot deadlock; the launch fails instead when `grid` blocks cannot be resident at once).
+enum class LaunchKind { kPlain, kProgrammatic, kCooperative };
+
 template <class... KArgs, class... Args>
-cudaError_t launch(void (*kernel)(KArgs...), int64_t grid, int block, int64_t smem, cudaStream_t stream, bool pdl,
-                   Args&&... args) {
+cudaError_t launch_as(LaunchKind kind, void (*kernel)(KArgs...), int64_t grid, int block, int64_t smem,
+                      cudaStream_t stream, Args&&... args) {
   cudaLaunchConfig_t cfg{};
   cfg.gridDim = dim3(static_cast<unsigned>(grid));
   cfg.blockDim = dim3(static_cast<unsigned>(block));
   cfg.dynamicSmemBytes = static_cast<size_t>(smem);
   cfg.stream = stream;
   cudaLaunchAttribute attr{};
-  attr.id = cudaLaunchAttributeProgrammaticStreamSerialization;
-  attr.val.programmaticStreamSerializationAllowed = 1;
+  if (kind == LaunchKind::kCooperative) {
+    attr.id = cudaLaunchAttributeCooperative;
+    attr.val.cooperative = 1;
+  } else {
+    attr.id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    attr.val.programmaticStreamSerializationAllowed = 1;
+  }
   cfg.attrs = &attr;
-  cfg.numAttrs = pdl ? 1 : 0;
+  cfg.numAttrs = kind == LaunchKind::kPlain ? 0 : 1;
   return cudaLaunchKernelEx(&cfg, kernel, std::forward<Args>(args)...);
 }
 
-// Launches `kernel` as a cooperative grid (every block co-resident, so its grid-wide barrier cannot deadlock;
-// the launch fails instead when `grid` blocks cannot be resident at once).
+// Launches `kernel`, as a programmatic dependent launch when `pdl`.
 template <class... KArgs, class... Args>
-cudaError_t launch_cooperative(void (*kernel)(KArgs...), int64_t grid, int block, int64_t smem, cudaStream_t stream,
-                               Args&&... args) {
-  cudaLaunchConfig_t cfg{};
-  cfg.gridDim = dim3(static_cast<unsigned>(grid));
-  cfg.blockDim = dim3(static_cast<unsigned>(block));
-  cfg.dynamicSmemBytes = static_cast<size_t>(smem);
-  cfg.stream = stream;
-  cudaLaunchAttribute attr{};
-  attr.id = cudaLaunchAttributeCooperative;
-  attr.val.cooperative = 1;
-  cfg.attrs = &attr;
-  cfg.numAttrs = 1;
-  return cudaLaunchKernelEx(&cfg, kernel, std::forward<Args>(args)...);
+cudaError_t launch(void (*kernel)(KArgs...), int64_t grid, int block, int64_t smem, cudaStream_t stream, bool pdl,
+                   Args&&... args) {
+  return launch_as(pdl ? LaunchKind::kProgrammatic : LaunchKind::kPlain, kernel, grid, block, smem, stream,
+                   std::forward<Args>(args)...);
 }
 
 std::string shape_str(const MoeShape& s) {
@@ -545,8 +544,8 @@ Status MoeLayer::run(const MoeForwardArgs& a, void* workspace, size_t workspace_
   // Experimental (MoeLayerOptions::fused_decode): both GEMMs in one cooperative launch.
   const bool one_launch = fused_routing && (phases & kPhaseDown) && sel->decode_blocks > 0;
   if (one_launch) {
-    FP4MOE_CUDA_TRY(launch_cooperative(det ? ks.decode_store : ks.decode_atomic, sel->decode_blocks, ks.threads,
-                                       ks.smem_bytes, stream, gu, dn, r));
+    FP4MOE_CUDA_TRY(launch_as(LaunchKind::kCooperative, det ? ks.decode_store : ks.decode_atomic, sel->decode_blocks,
+                              ks.threads, ks.smem_bytes, stream, gu, dn, r));
   } else {
     if (phases & kPhaseGateUp)
       FP4MOE_CUDA_TRY(launch(fused_routing ? ks.gate_up_fused : ks.gate_up, sel->blocks, ks.threads, ks.smem_bytes,

@@ -79,6 +79,19 @@ struct Case {
   }
 };
 
+// The layer options a case asks for (no tuning cache: what the tests run must not depend on one left on the
+// machine; tests of tuning call use_tuning themselves).
+inline MoeLayerOptions options_for(const Case& c) {
+  MoeLayerOptions o;
+  o.block_m = c.block_m;
+  o.finalize = c.finalize;
+  o.gate_up_order = c.gate_first ? GateUpOrder::kGateFirst : GateUpOrder::kUpFirst;
+  o.global_scale_kind = c.dequant_kind ? GlobalScaleKind::kDequantize : GlobalScaleKind::kQuantize;
+  o.programmatic_launch = c.pdl;
+  o.tuning_cache = "none";
+  return o;
+}
+
 // Everything one case needs on the device, plus the outputs of one run.
 struct Problem {
   Case c;
@@ -95,15 +108,7 @@ struct Problem {
     ASSERT_TRUE(w2.make(c.E, c.H, c.I, seed * 7 + 3, c.dequant_kind));
     in.make(c.T, c.H, c.E, c.k, c.routing, seed * 7 + 5);
     MoeShape shape{c.E, c.H, c.I, c.k};
-    MoeLayerOptions o;
-    o.block_m = c.block_m;
-    o.finalize = c.finalize;
-    o.gate_up_order = c.gate_first ? GateUpOrder::kGateFirst : GateUpOrder::kUpFirst;
-    o.global_scale_kind = c.dequant_kind ? GlobalScaleKind::kDequantize : GlobalScaleKind::kQuantize;
-    o.programmatic_launch = c.pdl;
-    o.tuning_cache = "none";  // what the tests run must not depend on a cache left on the machine (tests of
-                              // tuning call use_tuning themselves)
-    const Status st = layer.init(shape, o, w13.device(), w2.device(), nullptr);
+    const Status st = layer.init(shape, options_for(c), w13.device(), w2.device(), nullptr);
     ASSERT_TRUE(st.is_ok()) << st.to_string();
     hidden.alloc(in.hidden.size() * 2);
     ids.alloc(in.ids.size() * 4);

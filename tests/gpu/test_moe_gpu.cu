@@ -21,13 +21,18 @@ using testing::Problem;
 using testing::Routing;
 using testing::check_against_reference;
 
+// Sets up `c` with fresh random data in *p, runs it (outputs poisoned first) and checks it against the reference.
+void run_case(const Case& c, Problem* p) {
+  p->setup(c, testing::fresh_seed() % 1000003);
+  if (::testing::Test::HasFatalFailure()) return;
+  p->run_poisoned();
+  if (::testing::Test::HasFatalFailure()) return;
+  check_against_reference(*p);
+}
+
 void run_case(const Case& c) {
   Problem p;
-  p.setup(c, testing::fresh_seed() % 1000003);
-  if (::testing::Test::HasFatalFailure()) return;
-  p.run_poisoned();
-  if (::testing::Test::HasFatalFailure()) return;
-  check_against_reference(p);
+  run_case(c, &p);
 }
 
 // Captures one forward pass of p.layer in a CUDA graph on a fresh stream, launches it `replays` times and
@@ -49,6 +54,18 @@ void graph_replay(Problem& p, int replays, std::vector<uint16_t>* out) {
   cudaGraphExecDestroy(exec);
   cudaGraphDestroy(graph);
   cudaStreamDestroy(s);
+}
+
+// The routing tables a run left in p's workspace, read through `l`: expert_offsets [E + 1], perm_pair [T k]
+// and inv_perm [T k], one after the other.
+std::vector<int32_t> routing_tables(const MoeLayer& l, const Problem& p) {
+  const int64_t E = p.c.E, P = p.c.T * p.c.k;
+  const MoeWorkspaceView v = l.workspace_view(p.ws.get(), p.c.T);
+  std::vector<int32_t> t(static_cast<size_t>(E + 1 + 2 * P));
+  EXPECT_EQ(cudaMemcpy(t.data(), v.expert_offsets, static_cast<size_t>(E + 1) * 4, cudaMemcpyDeviceToHost), cudaSuccess);
+  EXPECT_EQ(cudaMemcpy(t.data() + E + 1, v.perm_pair, static_cast<size_t>(P) * 4, cudaMemcpyDeviceToHost), cudaSuccess);
+  EXPECT_EQ(cudaMemcpy(t.data() + E + 1 + P, v.inv_perm, static_cast<size_t>(P) * 4, cudaMemcpyDeviceToHost), cudaSuccess);
+  return t;
 }
 
 #define MOE_CASE(name, ...)            \
@@ -145,29 +162,14 @@ TEST(MoeGpu, FusedSmallRoutingMatchesTheRoutingKernel) {
   for (const Case& c : cases) {
     SCOPED_TRACE(c.name());
     Problem p;
-    p.setup(c, testing::fresh_seed() % 1000003);
+    run_case(c, &p);
     if (HasFatalFailure()) return;
     ASSERT_TRUE(p.layer.fuses_routing(c.T, c.block_m)) << p.layer.describe(c.T);
-    p.run_poisoned();
-    if (HasFatalFailure()) return;
-    check_against_reference(p);
-    if (HasFatalFailure()) return;
     const int64_t P = c.T * c.k;
-    auto snapshot = [&](const MoeLayer& l) {
-      const MoeWorkspaceView v = l.workspace_view(p.ws.get(), c.T);
-      std::vector<int32_t> t(static_cast<size_t>(c.E + 1 + 2 * P));
-      EXPECT_EQ(cudaMemcpy(t.data(), v.expert_offsets, static_cast<size_t>(c.E + 1) * 4, cudaMemcpyDeviceToHost), cudaSuccess);
-      EXPECT_EQ(cudaMemcpy(t.data() + c.E + 1, v.perm_pair, static_cast<size_t>(P) * 4, cudaMemcpyDeviceToHost), cudaSuccess);
-      EXPECT_EQ(cudaMemcpy(t.data() + c.E + 1 + P, v.inv_perm, static_cast<size_t>(P) * 4, cudaMemcpyDeviceToHost), cudaSuccess);
-      return t;
-    };
     // A non-finite router weight (a skipped pair) on top of the case's routing, for both paths.
     p.in.weights[static_cast<size_t>(P - 1)] = std::nanf("");
     ASSERT_TRUE(p.weights.upload(p.in.weights));
-    MoeLayerOptions o;
-    o.block_m = c.block_m;
-    o.finalize = c.finalize;
-    o.tuning_cache = "none";
+    MoeLayerOptions o = testing::options_for(c);
     o.fuse_small_routing = false;
     MoeLayer unfused;
     ASSERT_TRUE(unfused.init(MoeShape{c.E, c.H, c.I, c.k}, o, p.w13.device(), p.w2.device(), nullptr).is_ok());
@@ -183,7 +185,7 @@ TEST(MoeGpu, FusedSmallRoutingMatchesTheRoutingKernel) {
       ASSERT_TRUE(st.is_ok()) << st.to_string();
       ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
       outs[i] = p.out.download<uint16_t>(static_cast<size_t>(c.T * c.H));
-      tables[i] = snapshot(*layers[i]);
+      tables[i] = routing_tables(*layers[i], p);
       const Status ck = layers[i]->check(p.ws.get(), nullptr);
       check_codes[i] = ck.code();
       check_msgs[i] = ck.to_string();
@@ -221,28 +223,12 @@ TEST(MoeGpu, FusedDecodeOneLaunchMatchesTwoLaunches) {
   for (const Case& c : cases) {
     SCOPED_TRACE(c.name());
     Problem p;
-    p.setup(c, testing::fresh_seed() % 1000003);
+    run_case(c, &p);
     if (HasFatalFailure()) return;
-    p.run_poisoned();
-    if (HasFatalFailure()) return;
-    check_against_reference(p);
-    if (HasFatalFailure()) return;
-    const int64_t P = c.T * c.k;
-    auto snapshot = [&](const MoeLayer& l) {
-      const MoeWorkspaceView v = l.workspace_view(p.ws.get(), c.T);
-      std::vector<int32_t> t(static_cast<size_t>(c.E + 1 + 2 * P));
-      EXPECT_EQ(cudaMemcpy(t.data(), v.expert_offsets, static_cast<size_t>(c.E + 1) * 4, cudaMemcpyDeviceToHost), cudaSuccess);
-      EXPECT_EQ(cudaMemcpy(t.data() + c.E + 1, v.perm_pair, static_cast<size_t>(P) * 4, cudaMemcpyDeviceToHost), cudaSuccess);
-      EXPECT_EQ(cudaMemcpy(t.data() + c.E + 1 + P, v.inv_perm, static_cast<size_t>(P) * 4, cudaMemcpyDeviceToHost), cudaSuccess);
-      return t;
-    };
     const auto two_out = p.out.download<uint16_t>(static_cast<size_t>(c.T * c.H));
-    const auto two_tables = snapshot(p.layer);
+    const auto two_tables = routing_tables(p.layer, p);
     const Status two_check = p.layer.check(p.ws.get(), nullptr);
-    MoeLayerOptions o;
-    o.block_m = c.block_m;
-    o.finalize = c.finalize;
-    o.tuning_cache = "none";
+    MoeLayerOptions o = testing::options_for(c);
     o.fused_decode = true;
     MoeLayer one;
     ASSERT_TRUE(one.init(MoeShape{c.E, c.H, c.I, c.k}, o, p.w13.device(), p.w2.device(), nullptr).is_ok());
@@ -252,7 +238,7 @@ TEST(MoeGpu, FusedDecodeOneLaunchMatchesTwoLaunches) {
     ASSERT_TRUE(st.is_ok()) << st.to_string();
     ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
     EXPECT_EQ(p.out.download<uint16_t>(two_out.size()), two_out) << "one launch and two launches differ";
-    EXPECT_EQ(snapshot(one), two_tables);
+    EXPECT_EQ(routing_tables(one, p), two_tables);
     const Status one_check = one.check(p.ws.get(), nullptr);
     EXPECT_EQ(one_check.to_string(), two_check.to_string());
     if (c.T == 1) {  // captured in a CUDA graph (a cooperative kernel node) and replayed twice
