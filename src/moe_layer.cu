@@ -6,6 +6,7 @@
 #include <utility>
 
 #include "fp4moe/moe.h"
+#include "fp4moe/planner.h"
 #include "fp4moe/scale_layout.h"
 #include "fp4moe/tuning.h"
 #include "fp4moe/version.h"
@@ -145,6 +146,11 @@ struct MoeLayer::Impl {
   // The config of `block_m` for a call with `pairs` (token, expert) pairs. Where two are built (sm_90's 8-token
   // tile at 2 and 3 blocks per SM): the deeper pipeline up to kDeepPipelineMaxPairs pairs, the one with more
   // warps above (moe_gemm_config.h, moe_gemm_blocks_per_sm).
+  // Whether a call of `pairs` pairs on config `sel` routes inside the GEMMs (MoeLayer::fuses_routing).
+  bool fuses(const Sel* sel, int64_t pairs) const {
+    return options.fuse_small_routing && pairs >= 1 && pairs <= kMaxFusedRoutingPairs && sel != nullptr &&
+           sel->set->gate_up_fused != nullptr;
+  }
   const Sel* pick(int block_m, int64_t pairs = 0) const {
     const Sel* best = nullptr;
     for (const auto& s : sels) {
@@ -352,11 +358,9 @@ bool MoeLayer::fuses_routing(int64_t num_tokens, int block_m) const {
   static_assert(kMaxFusedRoutingPairs == kernels::kWarpRoutingMaxPairs, "one warp routes the fused pairs");
   // The fused kernels are built for the deeper 8-token config only, which pick() takes up to 64 pairs.
   static_assert(kDeepPipelineMaxPairs >= kMaxFusedRoutingPairs, "fused-routing pairs must take the deep config");
-  if (!impl_ || !impl_->options.fuse_small_routing) return false;
+  if (!impl_) return false;
   const int64_t pairs = num_tokens * impl_->shape.top_k;
-  if (pairs < 1 || pairs > kMaxFusedRoutingPairs) return false;
-  const Impl::Sel* sel = impl_->pick(block_m ? block_m : block_m_for(num_tokens), pairs);
-  return sel != nullptr && sel->set->gate_up_fused != nullptr;
+  return impl_->fuses(impl_->pick(block_m ? block_m : block_m_for(num_tokens), pairs), pairs);
 }
 
 int MoeLayer::down_k_splits_for(int64_t num_tokens) const {
@@ -365,15 +369,13 @@ int MoeLayer::down_k_splits_for(int64_t num_tokens) const {
     return it->second.down_k_splits;
   const MoeShape& s = impl_->shape;
   const Impl::Sel* sel = impl_->pick(block_m_for(num_tokens), num_tokens * impl_->shape.top_k);
-  if (num_tokens > kMaxSplitTokens || sel == nullptr || s.intermediate % 512 != 0) return kDefaultDownKSplits;
+  if (num_tokens > kMaxSplitTokens || sel == nullptr || s.intermediate % (256 * 2) != 0) return kDefaultDownKSplits;
   // Items of the down GEMM: chunks (about the experts with a token under uniform routing, or pairs / block_m)
   // x N tiles x splits, walked by `blocks` persistent blocks in rounds. Two splits when they fill the rounds
   // at least 10 points better (GLM-5 at T=1 on 132 SMs: 384 items in 2 rounds of 264 = 73% full, split 768 in
   // 3 rounds = 97%).
   const double pairs = static_cast<double>(num_tokens) * s.top_k;
-  const double active = s.num_experts * (1.0 - std::pow(1.0 - static_cast<double>(s.top_k) / s.num_experts,
-                                                        static_cast<double>(num_tokens)));
-  const double chunks = std::max(active, pairs / sel->set->block_m);
+  const double chunks = std::max(expected_active_experts(s, num_tokens), pairs / sel->set->block_m);
   const double tiles = chunks * static_cast<double>(s.hidden / sel->set->block_n);
   auto fill = [&](int splits) {
     const double items = tiles * splits;
@@ -491,7 +493,7 @@ Status MoeLayer::run(const MoeForwardArgs& a, void* workspace, size_t workspace_
 
   // A few pairs: the GEMM kernels route them in registers (kernels/moe_routing_warp.cuh), gate_up's
   // block 0 writing the tables the finalize and workspace_view read; the routing kernel is not launched.
-  const bool fused_routing = fuses_routing(a.num_tokens, a.block_m) && (phases & kPhaseRouting) && (phases & kPhaseGateUp);
+  const bool fused_routing = impl_->fuses(sel, pairs) && (phases & kPhaseRouting) && (phases & kPhaseGateUp);
   kernels::RoutingParams r{};
   {
     r.topk_ids = a.topk_ids;
@@ -556,13 +558,12 @@ Status MoeLayer::run(const MoeForwardArgs& a, void* workspace, size_t workspace_
     }
   }
   if (phases & kPhaseDown) {
-    const kernels::MoeGemmParams& p = dn;
     auto* out = static_cast<__nv_bfloat16*>(a.output);
     const bool pdl_finalize = pdl_ok && !one_launch;  // (after a cooperative launch: plain stream order)
     if (det) {
       const int64_t n = a.num_tokens * (s.hidden / 4);
       FP4MOE_CUDA_TRY(launch(kernels::moe_finalize_gather_kernel, ceil_div(n, 256), 256, 0, stream, pdl_finalize,
-                             static_cast<const float*>(partial), static_cast<int32_t>(splits), p.split_stride,
+                             static_cast<const float*>(partial), static_cast<int32_t>(splits), dn.split_stride,
                              static_cast<const int32_t*>(i32(L.inv)), static_cast<int32_t>(a.num_tokens),
                              static_cast<int32_t>(s.top_k), static_cast<int32_t>(s.hidden), out));
     } else {
