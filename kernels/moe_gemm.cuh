@@ -57,6 +57,184 @@ __device__ __forceinline__ void wgmma_k64(float (&d)[N / 2], const uint32_t (&a)
   for (int s = 0; s < 4; ++s) wgmma::WgmmaRs<N>::mma(d, a[s], desc[s], s == 0 ? scale_first : 1);
 }
 
+// Dequantizes K group g (64 wide) of this warp's 16 weight rows from the stage at w_warp / s_warp into the
+// wgmma A fragments and issues the group's four wgmmas on the activation slice at act_base (one commit
+// group). The caller waits for it (wgmma::wait) before it reuses the A registers' next group.
+// Warpgroup wg = warps 4wg..4wg+3 = weight rows 64wg..64wg+63: warp w's dequantized fragments are the wgmma A
+// fragment of rows 16w..16w+15 unchanged. scale_first = 0 starts the accumulators afresh (an item's first k16 step).
+template <class Cfg>
+__device__ __forceinline__ void wgmma_group(const uint8_t* w_warp, const uint8_t* s_warp, uint32_t act_base, int g,
+                                            float (&accw)[Cfg::kBlockM / 2], int scale_first) {
+  const uint4 wq = *reinterpret_cast<const uint4*>(w_warp + g * pack::kWeightGroupBytes);
+  const uint2 sq = *reinterpret_cast<const uint2*>(s_warp + g * pack::kScaleGroupBytes);
+  const uint32_t words[4] = {wq.x, wq.y, wq.z, wq.w};
+  uint32_t a[4][4];
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    const uint32_t s_g = scale_pair2(sq.x, h), s_g8 = scale_pair2(sq.y, h);
+    dequant_a_fragment<0>(words[2 * h], s_g, s_g8, a[2 * h]);
+    dequant_a_fragment<1>(words[2 * h + 1], s_g, s_g8, a[2 * h + 1]);
+  }
+  const uint32_t slice = act_base + static_cast<uint32_t>(g * Cfg::kSmem.act_slice_bytes);
+  uint64_t desc[4];
+#pragma unroll
+  for (int s = 0; s < 4; ++s) desc[s] = wgmma::desc_k_major_sw128(slice + s * 32);
+  wgmma::fence();
+  wgmma_k64<Cfg::kBlockM>(accw, a, desc, scale_first);
+  wgmma::commit();
+}
+
+// The epilogue of one work item (N tile nt, K range q of expert e's chunk: rows row0 .. row0 + rows - 1),
+// straight from this warp's accumulators (mma.sync C fragments; on the wgmma path the same registers).
+// kTileByTile: 8-token tile by tile -- none past the item's rows, and a compiler memory fence after each, so
+// the next tile's loads are not hoisted above this one's stores: fewer registers live at once (the
+// warp-specialized kernels' share is 96; without this the down epilogue spilled 8 B there).
+template <class Cfg, MoeEpilogue kEpi, bool kFusedRouting, bool kTileByTile = false>
+__device__ __forceinline__ void store_item(const MoeGemmParams& p, const WarpRouting& wr, float (&acc)[Cfg::kNTiles8][4],
+                                           int nt, int q, int e, int row0, int rows, int warp, int lane) {
+  constexpr int kBN = Cfg::kBlockN;
+  float* partial = p.partial_out;
+  if constexpr (kEpi == MoeEpilogue::kFinalizeStore) partial += q * p.split_stride;
+  const float alpha = p.alpha[e];
+  const int g8 = lane >> 2, t4 = lane & 3;
+#pragma unroll
+  for (int j = 0; j < Cfg::kNTiles8; ++j) {
+    if constexpr (kTileByTile)
+      if (j * 8 >= rows) break;
+#pragma unroll
+    for (int c = 0; c < 2; ++c) {
+      const int m = j * 8 + t4 * 2 + c;  // token row inside the chunk
+      [[maybe_unused]] int32_t fused_pair = 0;  // down: looked up before the branch (warp-uniform)
+      if constexpr (kFusedRouting && kEpi != MoeEpilogue::kSwiGLU) fused_pair = wr.pair(row0 + min(m, rows - 1));
+      if (m >= rows) continue;
+      const int64_t prow = row0 + m;
+      if constexpr (kEpi == MoeEpilogue::kSwiGLU) {
+        // Rows g and g+8 of this warp's tile are gate and up of output column j_out.
+        const float gate = alpha * acc[j][c], up = alpha * acc[j][2 + c];
+        // silu(g) = g / (1 + e^-g). Where e^-g overflows (g < -88, or an fp32 accumulator that overflowed
+        // to -inf) the limit is -0, not inf/inf = NaN; and a zero factor gives a (signed) zero even when
+        // the other one overflowed, as the exact product would.
+        const float ex = expf(-gate);
+        const float silu = isinf(ex) ? copysignf(0.0f, gate) : gate / (1.0f + ex);
+        const float act = (silu == 0.0f || up == 0.0f) ? copysignf(0.0f, silu) * copysignf(1.0f, up) : silu * up;
+        const int64_t col = static_cast<int64_t>(nt) * (kBN / 2) + warp * 8 + g8;
+        p.act_out[prow * (p.n / 2) + col] = __float2bfloat16_rn(act);
+      } else {
+        const int32_t pair = kFusedRouting ? fused_pair : p.perm_pair[prow];
+        const float scale = alpha * p.topk_weights[pair];
+        const int64_t h0 = static_cast<int64_t>(nt) * kBN + warp * 16 + g8;
+        if constexpr (kEpi == MoeEpilogue::kFinalizeStore) {
+          partial[prow * p.n + h0] = scale * acc[j][c];
+          partial[prow * p.n + h0 + 8] = scale * acc[j][2 + c];
+        } else {
+          const int64_t tok = pair / p.top_k;
+          atomicAdd(partial + tok * p.n + h0, scale * acc[j][c]);
+          atomicAdd(partial + tok * p.n + h0 + 8, scale * acc[j][2 + c]);
+        }
+      }
+    }
+    if constexpr (!Cfg::kWgmma) acc[j][0] = acc[j][1] = acc[j][2] = acc[j][3] = 0.0f;
+    if constexpr (kTileByTile) asm volatile("" ::: "memory");
+  }
+}
+
+// The copies of one block's work items, stage by stage, issued by kPThreads threads (thread `tid`): the
+// weights and block scales of kBlockN rows x kBlockK, and the activations of the item's token rows (gathered
+// through perm_pair for gate_up; rows past the item's tokens zero-filled). Sources are set once per item (one
+// chunk-table lookup, not one per stage) and advanced along K. Items run blockIdx.x, + gridDim.x, ...
+// Item i = (tile i / splits, K range i % splits); tile t = (chunk t / n_tiles, N tile t % n_tiles).
+// kOneWeightPointer: keep one weight source and step it (copy i is i x kWRowStep 16-row groups further, the
+// prepacked layout being linear in the row group) instead of one pointer per copy: fewer registers, for the
+// warp-specialized producer, whose share of the registers is small (the other kernels keep the array).
+template <class Cfg, int kPThreads, bool kFusedRouting, bool kOneWeightPointer = false>
+struct TileProducer {
+  static constexpr int kGroups = Cfg::kBlockK / pack::kGroupK;
+  static constexpr int kWChunks = Cfg::kBlockN * Cfg::kBlockK / 2 / 16;  // 16-byte copies per stage: weights
+  static constexpr int kSChunks = Cfg::kBlockN * Cfg::kBlockK / 16 / 16;  // scales
+  static constexpr int kRowChunks = Cfg::kBlockK * 2 / 16;              // activations, per token row
+  static constexpr int kXChunks = Cfg::kBlockM * kRowChunks;
+  static_assert(kWChunks % kPThreads == 0, "weight tile must split evenly over the copying threads");
+  static_assert(kSChunks <= kPThreads, "one scale copy per thread at most");
+  static constexpr int kWPer = kWChunks / kPThreads;
+  static constexpr int kXPer = (kXChunks + kPThreads - 1) / kPThreads;
+  static constexpr int kWRowStep = kPThreads / (kGroups * 32);  // 16-row groups between a thread's copies
+  static_assert(!kOneWeightPointer || kPThreads % (kGroups * 32) == 0, "whole 16-row groups per round of copies");
+
+  int item, kt;  // the next copy's work item and K step inside it
+  const uint8_t* w_src[kOneWeightPointer ? 1 : kWPer];
+  int64_t w_stride = 0;  // kOneWeightPointer: bytes between this thread's weight copies
+  const uint8_t* s_src = nullptr;
+  const uint8_t* x_src[kXPer];
+  uint32_t x_bytes[kXPer];
+
+  __device__ __forceinline__ void begin_item(const MoeGemmParams& p, const WarpRouting& wr, int tid, int n_tiles,
+                                             int splits, int k_tiles) {
+    const int tile = item / splits, chunk = tile / n_tiles, nt = tile % n_tiles;
+    const int64_t k0 = static_cast<int64_t>(item % splits) * k_tiles * Cfg::kBlockK;  // first K of the item's range
+    int e, row0, rows;
+    if constexpr (kFusedRouting) e = wr.expert(chunk), row0 = wr.start(chunk), rows = wr.rows(chunk);
+    else e = p.chunk_expert[chunk], row0 = p.chunk_start[chunk], rows = p.chunk_rows[chunk];
+#pragma unroll
+    for (int i = 0; i < (kOneWeightPointer ? 1 : kWPer); ++i) {
+      const int c = tid + i * kPThreads, r = c / (kGroups * 32), off = c % (kGroups * 32);
+      w_src[i] = p.weights + pack::weight_group_offset(e, nt * (Cfg::kBlockN / 16) + r, k0 / pack::kGroupK, p.n, p.k) + off * 16;
+    }
+    if constexpr (kOneWeightPointer) w_stride = int64_t{kWRowStep} * (p.k / pack::kGroupK) * pack::kWeightGroupBytes;
+    if (tid < kSChunks) {
+      const int r = tid / (kGroups * 4), off = tid % (kGroups * 4);
+      s_src = p.scales + pack::scale_group_offset(e, nt * (Cfg::kBlockN / 16) + r, k0 / pack::kGroupK, p.n, p.k) + off * 16;
+    }
+#pragma unroll
+    for (int i = 0; i < kXPer; ++i) {
+      const int c = tid + i * kPThreads, m = c / kRowChunks, off = c % kRowChunks;
+      x_src[i] = reinterpret_cast<const uint8_t*>(p.x);  // any valid address: zero-filled copies read nothing
+      x_bytes[i] = 0;
+      [[maybe_unused]] int32_t fused_pair = 0;  // looked up before the branch (warp-uniform), for a row of the chunk
+      if constexpr (kFusedRouting) fused_pair = wr.pair(row0 + min(m, rows - 1));
+      if (c < kXChunks && m < rows) {
+        const int64_t src_row =
+            p.gather_tokens ? (kFusedRouting ? fused_pair : p.perm_pair[row0 + m]) / p.top_k : row0 + m;
+        x_src[i] = reinterpret_cast<const uint8_t*>(p.x + src_row * p.k + k0) + off * 16;
+        x_bytes[i] = 16;
+      }
+    }
+  }
+  // Issues the copies of the next step into the stage at `s_base` (the weights and scales, the activations,
+  // or both), then advances along K (and to the next item).
+  __device__ __forceinline__ void produce(const MoeGemmParams& p, const WarpRouting& wr, uint8_t* s_base, int tid,
+                                          int n_tiles, int splits, int k_tiles, bool weights, bool acts) {
+    constexpr MoeGemmSmemLayout L = Cfg::kSmem;
+    if (kt == 0) begin_item(p, wr, tid, n_tiles, splits, k_tiles);
+    const int64_t k = kt;
+    if (weights) {
+#pragma unroll
+      for (int i = 0; i < kWPer; ++i) {
+        const int c = tid + i * kPThreads;
+        const uint8_t* src = kOneWeightPointer ? w_src[0] + i * w_stride : w_src[i];
+        ptx::cp_async_16(s_base + L.weight_offset + c * 16, src + k * kGroups * pack::kWeightGroupBytes);
+      }
+      if (tid < kSChunks)
+        ptx::cp_async_16(s_base + L.scale_offset + tid * 16, s_src + k * kGroups * pack::kScaleGroupBytes);
+    }
+    if (acts) {
+#pragma unroll
+      for (int i = 0; i < kXPer; ++i) {
+        const int c = tid + i * kPThreads, m = c / kRowChunks, off = c % kRowChunks;
+        if (kXChunks % kPThreads != 0 && c >= kXChunks) break;
+        // wgmma: 16-byte chunk `off` of token m goes to slice off/8, row m, chunk (off%8) ^ (m%8) (the 128-byte
+        // swizzle, wgmma.cuh); mma.sync: padded rows.
+        const int64_t dst = Cfg::kWgmma ? (off / 8) * L.act_slice_bytes + m * 128 + (((off & 7) ^ (m & 7)) * 16)
+                                        : m * L.act_row_stride + off * 16;
+        ptx::cp_async_16(s_base + L.act_offset + dst, x_src[i] + (x_bytes[i] ? k * Cfg::kBlockK * 2 : 0), x_bytes[i]);
+      }
+    }
+    if (++kt == k_tiles) {
+      kt = 0;
+      item += gridDim.x;
+    }
+  }
+};
+
 // kFusedRouting (at most kWarpRoutingMaxPairs pairs): the chunk table and the permutation come from
 // warp_routing over `route` (registers, read with shuffles: every lookup is warp-uniform) instead of the
 // routing kernel's tables in global memory; gate_up's block 0 also writes route's tables, for the finalize
@@ -65,7 +243,7 @@ __device__ __forceinline__ void wgmma_k64(float (&d)[N / 2], const uint32_t (&a)
 // cooperative launch instead of griddepcontrol.wait; every block reaches it, with or without work items.
 template <class Cfg, MoeEpilogue kEpi, bool kFusedRouting, bool kGridSync = false>
 __device__ __forceinline__ void moe_gemm_body(const MoeGemmParams& p, const RoutingParams& route) {
-  constexpr int kBM = Cfg::kBlockM, kBN = Cfg::kBlockN, kBK = Cfg::kBlockK, kStages = Cfg::kStages;
+  constexpr int kBN = Cfg::kBlockN, kBK = Cfg::kBlockK, kStages = Cfg::kStages;
   constexpr int kGroups = kBK / pack::kGroupK;  // 64-wide K groups per stage
   constexpr MoeGemmSmemLayout L = Cfg::kSmem;
   // Steps the copies run ahead of the math. (Keeping a step's last wgmma group in flight into the next step
@@ -102,81 +280,9 @@ __device__ __forceinline__ void moe_gemm_body(const MoeGemmParams& p, const Rout
   const int total_steps = my_items * k_tiles;
 
   // ---- producer: this thread's copy sources, set once per work item and advanced along K ----------
-  constexpr int kWChunks = kBN * kBK / 2 / 16;  // 16-byte copies per stage: weights
-  constexpr int kSChunks = kBN * kBK / 16 / 16;  // scales
-  constexpr int kRowChunks = kBK * 2 / 16;       // activations, per token row
-  constexpr int kXChunks = kBM * kRowChunks;
-  static_assert(kWChunks % Cfg::kThreads == 0, "weight tile must split evenly over the threads");
-  constexpr int kWPer = kWChunks / Cfg::kThreads;
-  constexpr int kXPer = (kXChunks + Cfg::kThreads - 1) / Cfg::kThreads;
-  const uint8_t* w_src[kWPer];
-  const uint8_t* s_src = nullptr;
-  const uint8_t* x_src[kXPer];
-  uint32_t x_bytes[kXPer];
-  int prod_item = blockIdx.x, prod_kt = 0;
-  // Loads the item's chunk-table entry (one global round trip per item, not per stage).
-  // Item i = (tile i / splits, K range i % splits); tile t = (chunk t / n_tiles, N tile t % n_tiles).
-  auto producer_begin_item = [&](int item) {
-    const int tile = item / splits, chunk = tile / n_tiles, nt = tile % n_tiles;
-    const int64_t k0 = static_cast<int64_t>(item % splits) * k_tiles * kBK;  // first K of the item's range
-    int e, row0, rows;
-    if constexpr (kFusedRouting) e = wr.expert(chunk), row0 = wr.start(chunk), rows = wr.rows(chunk);
-    else e = p.chunk_expert[chunk], row0 = p.chunk_start[chunk], rows = p.chunk_rows[chunk];
-#pragma unroll
-    for (int i = 0; i < kWPer; ++i) {
-      const int c = tid + i * Cfg::kThreads, r = c / (kGroups * 32), off = c % (kGroups * 32);
-      w_src[i] = p.weights + pack::weight_group_offset(e, nt * (kBN / 16) + r, k0 / pack::kGroupK, p.n, p.k) + off * 16;
-    }
-    if (tid < kSChunks) {
-      const int r = tid / (kGroups * 4), off = tid % (kGroups * 4);
-      s_src = p.scales + pack::scale_group_offset(e, nt * (kBN / 16) + r, k0 / pack::kGroupK, p.n, p.k) + off * 16;
-    }
-#pragma unroll
-    for (int i = 0; i < kXPer; ++i) {
-      const int c = tid + i * Cfg::kThreads, m = c / kRowChunks, off = c % kRowChunks;
-      x_src[i] = reinterpret_cast<const uint8_t*>(p.x);  // any valid address: zero-filled copies read nothing
-      x_bytes[i] = 0;
-      [[maybe_unused]] int32_t fused_pair = 0;  // looked up before the branch (warp-uniform), for a row of the chunk
-      if constexpr (kFusedRouting) fused_pair = wr.pair(row0 + min(m, rows - 1));
-      if (c < kXChunks && m < rows) {
-        const int64_t src_row =
-            p.gather_tokens ? (kFusedRouting ? fused_pair : p.perm_pair[row0 + m]) / p.top_k : row0 + m;
-        x_src[i] = reinterpret_cast<const uint8_t*>(p.x + src_row * p.k + k0) + off * 16;
-        x_bytes[i] = 16;
-      }
-    }
-  };
-  // Issues the copies of the producer's next step into `slot` (the weights and scales, the activations, or
-  // both), then advances along K (and to the next item).
+  TileProducer<Cfg, Cfg::kThreads, kFusedRouting> prod{static_cast<int>(blockIdx.x), 0};
   auto produce = [&](int slot, bool weights, bool acts) {
-    if (prod_kt == 0) producer_begin_item(prod_item);
-    uint8_t* s_base = smem + slot * L.stage_bytes;
-    const int64_t kt = prod_kt;
-    if (weights) {
-#pragma unroll
-      for (int i = 0; i < kWPer; ++i) {
-        const int c = tid + i * Cfg::kThreads;
-        ptx::cp_async_16(s_base + L.weight_offset + c * 16, w_src[i] + kt * kGroups * pack::kWeightGroupBytes);
-      }
-      if (tid < kSChunks)
-        ptx::cp_async_16(s_base + L.scale_offset + tid * 16, s_src + kt * kGroups * pack::kScaleGroupBytes);
-    }
-    if (acts) {
-#pragma unroll
-      for (int i = 0; i < kXPer; ++i) {
-        const int c = tid + i * Cfg::kThreads, m = c / kRowChunks, off = c % kRowChunks;
-        if (kXChunks % Cfg::kThreads != 0 && c >= kXChunks) break;
-        // wgmma: 16-byte chunk `off` of token m goes to slice off/8, row m, chunk (off%8) ^ (m%8) (the 128-byte
-        // swizzle, wgmma.cuh); mma.sync: padded rows.
-        const int64_t dst = Cfg::kWgmma ? (off / 8) * L.act_slice_bytes + m * 128 + (((off & 7) ^ (m & 7)) * 16)
-                                        : m * L.act_row_stride + off * 16;
-        ptx::cp_async_16(s_base + L.act_offset + dst, x_src[i] + (x_bytes[i] ? kt * kBK * 2 : 0), x_bytes[i]);
-      }
-    }
-    if (++prod_kt == k_tiles) {
-      prod_kt = 0;
-      prod_item += gridDim.x;
-    }
+    prod.produce(p, wr, smem + slot * L.stage_bytes, tid, n_tiles, splits, k_tiles, weights, acts);
   };
 
   // Accumulators: mma.sync C fragments of the item's 8-token n-tiles; on the wgmma path the same registers
@@ -205,8 +311,8 @@ __device__ __forceinline__ void moe_gemm_body(const MoeGemmParams& p, const Rout
       ptx::griddep_wait();
     }
     ptx::griddep_launch_dependents();
-    prod_item = blockIdx.x;
-    prod_kt = 0;
+    prod.item = blockIdx.x;
+    prod.kt = 0;
 #pragma unroll
     for (int s = 0; s < kAhead; ++s) {
       if (s < total_steps) produce(s, false, true);
@@ -239,30 +345,12 @@ __device__ __forceinline__ void moe_gemm_body(const MoeGemmParams& p, const Rout
     const uint8_t* w_warp = s_base + L.weight_offset + warp * kGroups * pack::kWeightGroupBytes + lane * 16;
     const uint8_t* s_warp = s_base + L.scale_offset + warp * kGroups * pack::kScaleGroupBytes + (lane >> 2) * 8;
     if constexpr (Cfg::kWgmma) {
-      // Warpgroup wg = warps 4wg..4wg+3 = weight rows 64wg..64wg+63: warp w's dequantized fragments are the
-      // wgmma A fragment of rows 16w..16w+15 unchanged. Group g's four wgmmas run while group g+1 is
-      // dequantized; wait<1> then frees group g's A registers (and, at the stage's end, wait<0> its slot).
+      // Group g's four wgmmas run while group g+1 is dequantized; wait<1> then frees group g's A registers
+      // (and, at the stage's end, wait<0> its slot).
       const uint32_t act_base = ptx::smem_addr(s_base + L.act_offset);
 #pragma unroll
       for (int g = 0; g < kGroups; ++g) {
-        const uint4 wq = *reinterpret_cast<const uint4*>(w_warp + g * pack::kWeightGroupBytes);
-        const uint2 sq = *reinterpret_cast<const uint2*>(s_warp + g * pack::kScaleGroupBytes);
-        const uint32_t words[4] = {wq.x, wq.y, wq.z, wq.w};
-        uint32_t a[4][4];
-#pragma unroll
-        for (int h = 0; h < 2; ++h) {
-          const uint32_t s_g = scale_pair2(sq.x, h), s_g8 = scale_pair2(sq.y, h);
-          dequant_a_fragment<0>(words[2 * h], s_g, s_g8, a[2 * h]);
-          dequant_a_fragment<1>(words[2 * h + 1], s_g, s_g8, a[2 * h + 1]);
-        }
-        const uint32_t slice = act_base + static_cast<uint32_t>(g * L.act_slice_bytes);
-        uint64_t desc[4];
-#pragma unroll
-        for (int s = 0; s < 4; ++s) desc[s] = wgmma::desc_k_major_sw128(slice + s * 32);
-        const int scale_first = (cons_kt == 0 && g == 0) ? 0 : 1;  // the item's first k16 step starts D afresh
-        wgmma::fence();
-        wgmma_k64<Cfg::kBlockM>(accw, a, desc, scale_first);
-        wgmma::commit();
+        wgmma_group<Cfg>(w_warp, s_warp, act_base, g, accw, (cons_kt == 0 && g == 0) ? 0 : 1);
         wgmma::wait<1>();
       }
       // This step's wgmmas are done before the next step's barrier lets its slot be refilled, and before
@@ -301,47 +389,8 @@ __device__ __forceinline__ void moe_gemm_body(const MoeGemmParams& p, const Rout
     }  // mma.sync path
 
     if (++cons_kt == k_tiles) {  // last K step of this item: epilogue straight from registers
-      const int nt = cons_item / splits % n_tiles;
-      float* partial = p.partial_out;
-      if constexpr (kEpi == MoeEpilogue::kFinalizeStore) partial += (cons_item % splits) * p.split_stride;
-      const float alpha = p.alpha[cons_e];
-      const int g8 = lane >> 2, t4 = lane & 3;
-#pragma unroll
-      for (int j = 0; j < Cfg::kNTiles8; ++j) {
-#pragma unroll
-        for (int c = 0; c < 2; ++c) {
-          const int m = j * 8 + t4 * 2 + c;  // token row inside the chunk
-          [[maybe_unused]] int32_t fused_pair = 0;  // down: looked up before the branch (warp-uniform)
-          if constexpr (kFusedRouting && kEpi != MoeEpilogue::kSwiGLU) fused_pair = wr.pair(cons_row0 + min(m, cons_rows - 1));
-          if (m >= cons_rows) continue;
-          const int64_t prow = cons_row0 + m;
-          if constexpr (kEpi == MoeEpilogue::kSwiGLU) {
-            // Rows g and g+8 of this warp's tile are gate and up of output column j_out.
-            const float gate = alpha * acc[j][c], up = alpha * acc[j][2 + c];
-            // silu(g) = g / (1 + e^-g). Where e^-g overflows (g < -88, or an fp32 accumulator that overflowed
-            // to -inf) the limit is -0, not inf/inf = NaN; and a zero factor gives a (signed) zero even when
-            // the other one overflowed, as the exact product would.
-            const float e = expf(-gate);
-            const float silu = isinf(e) ? copysignf(0.0f, gate) : gate / (1.0f + e);
-            const float act = (silu == 0.0f || up == 0.0f) ? copysignf(0.0f, silu) * copysignf(1.0f, up) : silu * up;
-            const int64_t col = static_cast<int64_t>(nt) * (kBN / 2) + warp * 8 + g8;
-            p.act_out[prow * (p.n / 2) + col] = __float2bfloat16_rn(act);
-          } else {
-            const int32_t pair = kFusedRouting ? fused_pair : p.perm_pair[prow];
-            const float scale = alpha * p.topk_weights[pair];
-            const int64_t h0 = static_cast<int64_t>(nt) * kBN + warp * 16 + g8;
-            if constexpr (kEpi == MoeEpilogue::kFinalizeStore) {
-              partial[prow * p.n + h0] = scale * acc[j][c];
-              partial[prow * p.n + h0 + 8] = scale * acc[j][2 + c];
-            } else {
-              const int64_t tok = pair / p.top_k;
-              atomicAdd(partial + tok * p.n + h0, scale * acc[j][c]);
-              atomicAdd(partial + tok * p.n + h0 + 8, scale * acc[j][2 + c]);
-            }
-          }
-        }
-        if constexpr (!Cfg::kWgmma) acc[j][0] = acc[j][1] = acc[j][2] = acc[j][3] = 0.0f;
-      }
+      store_item<Cfg, kEpi, kFusedRouting>(p, wr, acc, cons_item / splits % n_tiles, cons_item % splits, cons_e,
+                                           cons_row0, cons_rows, warp, lane);
       cons_kt = 0;
       cons_item += gridDim.x;
     }

@@ -1,5 +1,5 @@
 // Thin wrappers over the PTX instructions the GEMM kernels use (cp.async, ldmatrix, mma.sync, prmt, lop3,
-// griddepcontrol), each with the reason it is used and its PTX ISA section.
+// mbarrier, griddepcontrol), each with the reason it is used and its PTX ISA section.
 #pragma once
 
 #include <cstdint>
@@ -19,6 +19,9 @@ __device__ __forceinline__ void cp_async_16(void* smem_dst, const void* gmem_src
                "r"(src_bytes));
 }
 __device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
+// Every cp.async this thread issued has landed, committed to a group or not (PTX ISA "cp.async.wait_all":
+// a commit_group and a wait_group 0).
+__device__ __forceinline__ void cp_async_wait_all() { asm volatile("cp.async.wait_all;\n" ::: "memory"); }
 // Wait until at most N committed groups are still pending (PTX ISA "cp.async.wait_group").
 template <int N>
 __device__ __forceinline__ void cp_async_wait() {
@@ -62,6 +65,37 @@ __device__ __forceinline__ uint32_t lop3(uint32_t a, uint32_t b, uint32_t c) {
   uint32_t d;
   asm("lop3.b32 %0, %1, %2, %3, %4;\n" : "=r"(d) : "r"(a), "r"(b), "r"(c), "n"(Lut));
   return d;
+}
+
+// mbarrier: a shared-memory barrier object with a phase bit, for the warp-specialized kernels' producer ->
+// consumer ("full") and consumer -> producer ("empty") hand-offs, which do not stop the whole block the way
+// __syncthreads does. PTX ISA "mbarrier":
+// https://docs.nvidia.com/cuda/parallel-thread-execution/#parallel-synchronization-and-communication-instructions-mbarrier
+// `count` arrivals complete the current phase and start the next.
+__device__ __forceinline__ void mbarrier_init(uint32_t bar, uint32_t count) {
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(bar), "r"(count) : "memory");
+}
+// One arrival of this thread (release semantics: its earlier shared-memory reads and writes happen before).
+__device__ __forceinline__ void mbarrier_arrive(uint32_t bar) {
+  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(bar) : "memory");
+}
+// An arrival that happens once every cp.async this thread issued before it has landed; `.noinc`: it is one
+// of the `count` arrivals the barrier was initialised with (PTX ISA "cp.async.mbarrier.arrive"):
+// https://docs.nvidia.com/cuda/parallel-thread-execution/#data-movement-and-conversion-instructions-cp-async-mbarrier-arrive
+__device__ __forceinline__ void cp_async_mbarrier_arrive_noinc(uint32_t bar) {
+  asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];\n" ::"r"(bar) : "memory");
+}
+// Waits until the phase with parity `parity` has completed (acquire semantics: the arrivals' writes are
+// visible after it). try_wait may time out (hardware-defined), hence the loop.
+__device__ __forceinline__ void mbarrier_wait(uint32_t bar, uint32_t parity) {
+  uint32_t done = 0;
+  do {
+    asm volatile(
+        "{\n.reg .pred p;\nmbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\nselp.u32 %0, 1, 0, p;\n}\n"
+        : "=r"(done)
+        : "r"(bar), "r"(parity)
+        : "memory");
+  } while (!done);
 }
 
 // Programmatic dependent launch (PTX ISA "griddepcontrol", sm_90+):

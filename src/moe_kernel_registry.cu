@@ -25,6 +25,19 @@ MoeKernelSet make_set() {
   return s;
 }
 
+// Warp-specialized sm_90 tiles (MoeLayerOptions::warp_specialized, on by default): 256 weight rows per tile.
+template <int M, int N, int K>
+MoeKernelSet make_ws_set() {
+  using C = MoeGemmWsConfig<M, N, K, moe_gemm_ws_planned_stages(M, N, K, 90)>;
+  using kernels::MoeEpilogue;
+  MoeKernelSet s{M, N, K, C::kStages, 90, C::kThreads, C::kMinBlocksPerSm, C::kSmemBytes,
+                 kernels::moe_gemm_ws_kernel<C, MoeEpilogue::kSwiGLU>,
+                 kernels::moe_gemm_ws_kernel<C, MoeEpilogue::kFinalizeStore>,
+                 kernels::moe_gemm_ws_kernel<C, MoeEpilogue::kFinalizeAtomic>};
+  s.warp_specialized = true;
+  return s;
+}
+
 }  // namespace
 
 const std::vector<MoeKernelSet>& moe_kernel_sets() {
@@ -33,6 +46,7 @@ const std::vector<MoeKernelSet>& moe_kernel_sets() {
       make_set<32, 128, 256, 90>(),  make_set<64, 128, 128, 90>(),
       make_set<8, 128, 256, 120>(),  make_set<16, 128, 256, 120>(),
       make_set<32, 128, 256, 120>(), make_set<64, 128, 128, 120>(),
+      make_ws_set<32, 256, 128>(),   make_ws_set<64, 256, 128>(),
   };
   return sets;
 }

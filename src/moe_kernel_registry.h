@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "kernels/moe_gemm.cuh"
+#include "kernels/moe_gemm_ws.cuh"
 
 namespace fp4moe::detail {
 
@@ -20,6 +21,9 @@ struct MoeKernelSet {
   GemmKernelFn gate_up_fused = nullptr, down_store_fused = nullptr, down_atomic_fused = nullptr;
   // gate_up and down in one cooperative launch (moe_decode_kernel; experimental), where the fused ones are built.
   DecodeKernelFn decode_store = nullptr, decode_atomic = nullptr;
+  // A producer warpgroup and block_n / 64 consumer warpgroups per block, one block per SM
+  // (kernels/moe_gemm_ws.cuh); the layer prefers it for its block_m unless MoeLayerOptions::warp_specialized is off.
+  bool warp_specialized = false;
   // Every kernel of the set: the three epilogues, then their fused-routing versions where built.
   std::vector<GemmKernelFn> all() const {
     std::vector<GemmKernelFn> v{gate_up, down_store, down_atomic};

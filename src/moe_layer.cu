@@ -109,7 +109,7 @@ std::string shape_str(const MoeShape& s) {
 std::vector<int> kernel_block_ms() {
   std::vector<int> ms;
   for (const auto& k : detail::moe_kernel_sets())
-    if (std::find(ms.begin(), ms.end(), k.block_m) == ms.end()) ms.push_back(k.block_m);
+    if (!k.warp_specialized && std::find(ms.begin(), ms.end(), k.block_m) == ms.end()) ms.push_back(k.block_m);
   return ms;
 }
 
@@ -155,6 +155,7 @@ struct MoeLayer::Impl {
     const Sel* best = nullptr;
     for (const auto& s : sels) {
       if (s.set->block_m != block_m) continue;
+      if (s.set->warp_specialized) return &s;  // (present only with MoeLayerOptions::warp_specialized)
       const bool better = best == nullptr || (pairs <= kDeepPipelineMaxPairs
                                                   ? s.set->blocks_per_sm < best->set->blocks_per_sm
                                                   : s.set->blocks_per_sm > best->set->blocks_per_sm);
@@ -211,6 +212,7 @@ Status MoeLayer::init(const MoeShape& shape, const MoeLayerOptions& options, con
   impl->sms = prop.multiProcessorCount;
   for (const auto& set : detail::moe_kernel_sets()) {
     if (set.arch != impl->arch) continue;
+    if (set.warp_specialized && !options.warp_specialized) continue;
     Impl::Sel sel{&set, 0};
     for (auto fn : set.all())
       FP4MOE_CUDA_TRY(cudaFuncSetAttribute(reinterpret_cast<const void*>(fn),
@@ -354,6 +356,12 @@ int MoeLayer::block_m_for(int64_t num_tokens) const {
   return best;
 }
 
+bool MoeLayer::runs_warp_specialized(int64_t num_tokens, int block_m) const {
+  if (!impl_) return false;
+  const Impl::Sel* s = impl_->pick(block_m ? block_m : block_m_for(num_tokens), num_tokens * impl_->shape.top_k);
+  return s != nullptr && s->set->warp_specialized;
+}
+
 bool MoeLayer::fuses_routing(int64_t num_tokens, int block_m) const {
   static_assert(kMaxFusedRoutingPairs == kernels::kWarpRoutingMaxPairs, "one warp routes the fused pairs");
   // The fused kernels are built for the deeper 8-token config only, which pick() takes up to 64 pairs.
@@ -391,7 +399,10 @@ std::string MoeLayer::describe(int64_t num_tokens) const {
   return "MoeLayer " + shape_str(impl_->shape) + " sm_" + std::to_string(impl_->arch) + ": T=" +
          std::to_string(num_tokens) + " -> block " + std::to_string(k->block_m) + "x" + std::to_string(k->block_n) +
          "x" + std::to_string(k->block_k) + ", " + std::to_string(k->stages) + " stages, " +
-         std::to_string(k->smem_bytes) + " B smem, " + std::to_string(s->blocks) + " persistent blocks, down K in " +
+         std::to_string(k->smem_bytes) + " B smem, " + std::to_string(s->blocks) + " persistent blocks, " +
+         (k->warp_specialized ? "warp-specialized (1 producer + " + std::to_string(k->block_n / 64) + " consumer warpgroups), "
+                              : std::string()) +
+         "down K in " +
          std::to_string(down_k_splits_for(num_tokens)) + " split(s), " +
          (fuses_routing(num_tokens) ? (s->decode_blocks > 0 ? "routing inside the GEMMs, both GEMMs in one cooperative launch, "
                                                             : "routing inside the GEMMs, ")

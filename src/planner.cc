@@ -118,12 +118,15 @@ std::string with_commas(int64_t v) {
 namespace {
 
 // The shipped configs: tile and the blocks per SM it is planned for on the 228 KB parts (the 100 KB parts
-// run one; a config that becomes a copy of the one before it there is not built). Mirrors
-// src/moe_kernel_registry.cu (tests compare the two: kernel_block_ms(), PlannerGpu, scripts/check-cubin).
+// run one; a config that becomes a copy of the one before it there is not built), and the warp-specialized
+// sm_90 tiles (one block per SM; built for sm_90 only). Mirrors src/moe_kernel_registry.cu (tests compare the
+// two: kernel_block_ms(), PlannerGpu, scripts/check-cubin).
 struct Shipped {
   int m, n, k, blocks;
+  bool ws = false;
 };
-constexpr Shipped kShipped[] = {{8, 128, 256, 2}, {8, 128, 256, 3}, {16, 128, 256, 2}, {32, 128, 256, 2}, {64, 128, 128, 2}};
+constexpr Shipped kShipped[] = {{8, 128, 256, 2},       {8, 128, 256, 3},       {16, 128, 256, 2}, {32, 128, 256, 2},
+                                {64, 128, 128, 2},      {32, 256, 128, 1, true}, {64, 256, 128, 1, true}};
 // Whether entry i is a copy of the entry before it on `cc` (same tile, same effective blocks per SM).
 bool duplicate_on(size_t i, int cc) {
   return i > 0 && kShipped[i].m == kShipped[i - 1].m && kShipped[i].n == kShipped[i - 1].n &&
@@ -131,28 +134,39 @@ bool duplicate_on(size_t i, int cc) {
          moe_gemm_blocks_per_sm(kShipped[i].blocks, cc) == moe_gemm_blocks_per_sm(kShipped[i - 1].blocks, cc);
 }
 bool arch_has_kernels(int cc) { return cc == 90 || cc == 120 || cc == 121; }
+bool arch_has_ws_kernels(int cc) { return cc == 90; }
 
 KernelPlan plan_one(const std::string& gemm, int64_t n, int64_t k, int bm, int bn, int bk, std::optional<int> stages,
-                    const ArchInfo& a, bool shipped, int target_blocks = 2) {
+                    const ArchInfo& a, bool shipped, int target_blocks = 2, bool ws = false) {
   KernelPlan p;
   p.gemm = gemm;
   p.block_m = bm, p.block_n = bn, p.block_k = bk;
   p.limit = a.smem_per_block;
-  p.stages = stages ? *stages : moe_gemm_planned_stages(bm, bn, bk, a.cc, target_blocks);
-  p.smem = moe_gemm_smem_layout(bm, bn, bk, std::max(p.stages, 1), moe_gemm_act_layout(a.cc, bm));
+  p.warp_specialized = ws;
+  if (ws) {
+    p.stages = stages ? *stages : moe_gemm_ws_planned_stages(bm, bn, bk, a.cc);
+    p.smem = moe_gemm_ws_smem_layout(bm, bn, bk, std::max(p.stages, 1));
+  } else {
+    p.stages = stages ? *stages : moe_gemm_planned_stages(bm, bn, bk, a.cc, target_blocks);
+    p.smem = moe_gemm_smem_layout(bm, bn, bk, std::max(p.stages, 1), moe_gemm_act_layout(a.cc, bm));
+  }
   p.shipped = shipped;
-  const int threads = bn / 16 * 32;
+  const int threads = bn / 16 * 32 + (ws ? kWsProducerThreads : 0);
   p.blocks_per_sm_smem = static_cast<int>(a.smem_per_sm / (p.smem.total + kReservedSmemPerBlock));
   p.blocks_per_sm_threads = a.max_threads_per_sm / threads;
   p.blocks_per_sm = std::min({p.blocks_per_sm_smem, p.blocks_per_sm_threads, a.max_blocks_per_sm});
+  if (ws) p.blocks_per_sm = std::min(p.blocks_per_sm, 1);  // __launch_bounds__(threads, 1): 65,536 / threads registers
   const auto L = p.smem;
   const std::string parts = with_commas(L.total) + " B = " + std::to_string(p.stages) + " stages x " +
                             with_commas(L.stage_bytes) + " (weights " + with_commas(L.weight_tile) + " + scales " +
                             with_commas(L.scale_tile) + " + activations " + with_commas(L.act_tile) +
                             (L.act_layout == MoeActLayout::kSwizzled128 ? std::string(", 128-byte swizzled for wgmma)")
-                                                                        : " + row padding " + with_commas(L.act_padding) + ")");
+                                                                        : " + row padding " + with_commas(L.act_padding) + ")") +
+                            (L.barriers ? " + " + with_commas(L.barriers) + " B of mbarriers (warp-specialized)" : std::string());
   if (p.stages < 2) {
-    p.reason = "does not fit: even 2 stages need " + with_commas(moe_gemm_smem_layout(bm, bn, bk, 2, moe_gemm_act_layout(a.cc, bm)).total) +
+    p.reason = "does not fit: even 2 stages need " +
+               with_commas(ws ? moe_gemm_ws_smem_layout(bm, bn, bk, 2).total
+                              : moe_gemm_smem_layout(bm, bn, bk, 2, moe_gemm_act_layout(a.cc, bm)).total) +
                " B; limit " + with_commas(p.limit);
   } else if (L.total > p.limit) {
     p.reason = "over by " + with_commas(L.total - p.limit) + ": needs " + parts + "; limit " + with_commas(p.limit) +
@@ -196,15 +210,16 @@ Status plan_kernels(const MoeShape& s, const ArchInfo& a, std::optional<std::vec
     if (t[2] < 64 || t[2] % 64 != 0)
       return invalid_argument("tile K must be a multiple of 64 (one 16-byte load holds four k16 MMA steps)");
     bool shipped = false;
-    for (const auto& k : kShipped) shipped |= arch_has_kernels(a.cc) && k.m == t[0] && k.n == t[1] && k.k == t[2];
+    for (const auto& k : kShipped) shipped |= arch_has_kernels(a.cc) && !k.ws && k.m == t[0] && k.n == t[1] && k.k == t[2];
     for (const auto& g : gemms) out->push_back(plan_one(g.name, g.n, g.k, t[0], t[1], t[2], stages, a, shipped));
     return Status::ok();
   }
   for (size_t i = 0; i < std::size(kShipped); ++i) {
     if (duplicate_on(i, a.cc)) continue;
     const Shipped& k = kShipped[i];
+    if (k.ws && !arch_has_ws_kernels(a.cc)) continue;  // (wgmma: sm_90a only)
     for (const auto& g : gemms)
-      out->push_back(plan_one(g.name, g.n, g.k, k.m, k.n, k.k, stages, a, arch_has_kernels(a.cc), k.blocks));
+      out->push_back(plan_one(g.name, g.n, g.k, k.m, k.n, k.k, stages, a, arch_has_kernels(a.cc), k.blocks, k.ws));
   }
   return Status::ok();
 }

@@ -63,6 +63,7 @@ nlohmann::json plan_json(const KernelPlan& p) {
           {"stages", p.stages},   {"smem_bytes", L.total},
           {"limit", p.limit},     {"fits", p.fits},
           {"shipped", p.shipped}, {"blocks_per_sm", p.blocks_per_sm},
+          {"warp_specialized", p.warp_specialized},
           {"breakdown", {{"weights", L.weight_tile}, {"scales", L.scale_tile}, {"activations", L.act_tile},
                          {"act_row_padding", L.act_padding},
                          {"act_layout", L.act_layout == MoeActLayout::kSwizzled128 ? "swizzled128" : "padded_rows"}, {"stage_bytes", L.stage_bytes},
@@ -116,7 +117,8 @@ int run_ours(const Opts& o, const ModelPreset& m, const std::vector<const ArchIn
                   with_commas(L.act_padding).c_str(), with_commas(L.stage_bytes).c_str(), with_commas(L.total).c_str(),
                   p.blocks_per_sm,
                   (std::string(p.fits ? (p.shipped ? "fits (shipped)" : "fits") : "DOES NOT FIT") +
-                   (L.act_layout == MoeActLayout::kSwizzled128 ? ", wgmma: acts 128B-swizzled" : ""))
+                   (L.act_layout == MoeActLayout::kSwizzled128 ? ", wgmma: acts 128B-swizzled" : "") +
+                   (p.warp_specialized ? ", warp-specialized (+" + with_commas(L.barriers) + " B mbarriers)" : std::string()))
                       .c_str());
     }
     for (const auto& p : plans)

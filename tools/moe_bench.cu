@@ -96,9 +96,10 @@ Status run_moe_bench(const MoeBenchOptions& o, MoeBenchDevice* dev, std::vector<
   }
 
   // Weights: random NVFP4 codes and scales in the checkpoint layout, prepacked by the layer.
-  MoeLayer layer, layer_plain, layer_atomic, layer_unfused, layer_decode;
+  MoeLayer layer, layer_plain, layer_atomic, layer_unfused, layer_decode, layer_other_ws;
   MoeLayerOptions base;
   if (!o.use_tuning_cache) base.tuning_cache = "none";
+  base.warp_specialized = o.warp_specialized;
   {
     DevBuf w13p, w13s, w2p, w2s, g13, g2;
     FP4MOE_RETURN_IF_ERROR(w13p.alloc(E * 2 * I * H / 2));
@@ -117,7 +118,9 @@ Status run_moe_bench(const MoeBenchOptions& o, MoeBenchDevice* dev, std::vector<
     const Nvfp4ExpertWeights w13{w13p.p, w13s.p, static_cast<float*>(g13.p)}, w2{w2p.p, w2s.p, static_cast<float*>(g2.p)};
     FP4MOE_RETURN_IF_ERROR(layer.init(o.shape, base, w13, w2, nullptr));
     if (o.phases) {  // the same weights in the two variants the benchmark compares against
-      MoeLayerOptions plain = base, atomic = base, unfused = base;
+      MoeLayerOptions plain = base, atomic = base, unfused = base, other_ws = base;
+      other_ws.warp_specialized = !base.warp_specialized;
+      FP4MOE_RETURN_IF_ERROR(layer_other_ws.init(o.shape, other_ws, w13, w2, nullptr));
       plain.programmatic_launch = false;
       atomic.finalize = FinalizeMode::kAtomic;
       unfused.fuse_small_routing = false;
@@ -233,6 +236,8 @@ Status run_moe_bench(const MoeBenchOptions& o, MoeBenchDevice* dev, std::vector<
       r.down_us = phase(kPhaseDown, layer).median_us;
       r.layer_plain_us = phase(kPhaseAll, layer_plain).median_us;
       r.layer_atomic_us = phase(kPhaseAll, layer_atomic).median_us;
+      if (layer.runs_warp_specialized(T, r.block_m) != layer_other_ws.runs_warp_specialized(T, r.block_m))
+        r.layer_other_ws_us = phase(kPhaseAll, layer_other_ws).median_us;
       if (layer.fuses_routing(T, r.block_m)) {
         r.layer_unfused_us = phase(kPhaseAll, layer_unfused).median_us;
         if (o.fused_decode) r.layer_decode_us = phase(kPhaseAll, layer_decode).median_us;
@@ -320,6 +325,10 @@ void print_moe_bench(const MoeBenchOptions& o, const MoeBenchDevice& dev, const 
       std::fprintf(f, "; at bm%d: %.1f us, without programmatic launch %.1f us (%+.1f%%), atomic finalize %.1f us (%+.1f%%)",
                    r.block_m, r.layer_us, r.layer_plain_us, 100.0 * (r.layer_plain_us / r.layer_us - 1.0),
                    r.layer_atomic_us, 100.0 * (r.layer_atomic_us / r.layer_us - 1.0));
+    if (r.layer_other_ws_us > 0)
+      std::fprintf(f, ", %s %.1f us (%+.1f%%)",
+                   o.warp_specialized ? "2-blocks-per-SM kernels (not warp-specialized)" : "warp-specialized kernels",
+                   r.layer_other_ws_us, 100.0 * (r.layer_other_ws_us / r.layer_us - 1.0));
     if (r.layer_unfused_us > 0)
       std::fprintf(f, ", with the routing kernel (not fused) %.1f us (%+.1f%%)", r.layer_unfused_us,
                    100.0 * (r.layer_unfused_us / r.layer_us - 1.0));
@@ -375,7 +384,7 @@ std::string moe_bench_json(const MoeBenchOptions& o, const MoeBenchDevice& dev, 
                    {"flop_per_byte", r.flop_per_byte}, {"cublas_gate_up_us", r.cublas_gate_up_us},
                    {"cublas_us", r.cublas_us}, {"projected_tokens_per_s", r.tokens_per_s},
                    {"layer_plain_launch_us", r.layer_plain_us}, {"layer_atomic_finalize_us", r.layer_atomic_us},
-                   {"layer_unfused_routing_us", r.layer_unfused_us}, {"layer_fused_decode_us", r.layer_decode_us},
+                   {"layer_unfused_routing_us", r.layer_unfused_us}, {"layer_other_warp_specialized_us", r.layer_other_ws_us}, {"layer_fused_decode_us", r.layer_decode_us},
                    {"down_k_splits", r.down_k_splits},
                    {"pct_compute_roof", dev.cublas_tflops > 0 ? 100.0 * r.tflops / dev.cublas_tflops : 0.0},
                    {"bound", dev.read_gbs <= 0 || dev.cublas_tflops <= 0 ? "unknown"

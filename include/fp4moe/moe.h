@@ -66,6 +66,12 @@ struct MoeLayerOptions {
   // grid-wide barrier between them (docs/design/persistent-decode.md). Not yet measured on a GPU; results are
   // bit-identical to the default path by construction (same kernels' code, same order of every sum).
   bool fused_decode = false;
+  // sm_90: the 32- and 64-token tiles run warp-specialized kernels (kernels/moe_gemm_ws.cuh: one block per SM,
+  // a producer warpgroup issuing every copy, four consumer warpgroups for 256 weight rows, mbarriers between
+  // them); 5-9% faster on the H200 at T = 512..4096 (docs/perf/moe-decode.md). Off: the 2-blocks-per-SM
+  // kernels of the other tiles. Other archs: no effect. Results agree within the tolerance (same K order in
+  // every sum, but another N tiling).
+  bool warp_specialized = true;
   // Tuning cache read at init: "" = the default location (tuning.h), "none" = do not read one.
   std::string tuning_cache = "";
 };
@@ -143,6 +149,8 @@ class MoeLayer {
   // Whether a forward pass of `num_tokens` (with MoeForwardArgs::block_m = `block_m`, 0 = the layer's choice)
   // routes inside the GEMM kernels instead of launching the routing kernel (MoeLayerOptions::fuse_small_routing).
   bool fuses_routing(int64_t num_tokens, int block_m = 0) const;
+  // Whether a call of num_tokens tokens (block_m: 0 = the layer's choice) runs the warp-specialized kernels.
+  bool runs_warp_specialized(int64_t num_tokens, int block_m = 0) const;
   std::string describe(int64_t num_tokens) const;
   const MoeShape& shape() const;
   size_t prepacked_bytes() const;

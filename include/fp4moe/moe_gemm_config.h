@@ -164,4 +164,54 @@ struct MoeGemmConfig {
                 "wgmma: every stage's activation slices must start on a 1024-byte swizzle atom");
 };
 
+// ---- Warp-specialized sm_90 tiles (kernels/moe_gemm_ws.cuh) ------------------------------------------------
+// One block per SM: a producer warpgroup issues every copy of a stage, kBlockN / 64 consumer warpgroups
+// dequantize and run wgmma; a "full" and an "empty" mbarrier per stage hand the stages over, so no
+// block-wide barrier stops the math and a stage's last wgmmas stay in flight while the next stage starts
+// (docs/design/warp-specialized-sm90.md).
+inline constexpr int kWsProducerThreads = 128;
+inline constexpr int kWsMaxStages = 8;
+constexpr MoeGemmSmemLayout moe_gemm_ws_smem_layout(int block_m, int block_n, int block_k, int stages) {
+  MoeGemmSmemLayout l = moe_gemm_smem_layout(block_m, block_n, block_k, stages, MoeActLayout::kSwizzled128);
+  l.barriers = int64_t{2} * stages * 8;  // a full and an empty mbarrier (8 B each) per stage, after the stages
+  l.total = l.pipeline + l.epilogue + l.barriers;
+  return l;
+}
+// Stages of a warp-specialized tile: as many as fit one block per SM, at most kWsMaxStages.
+constexpr int moe_gemm_ws_planned_stages(int block_m, int block_n, int block_k, int cc) {
+  const int64_t budget = moe_gemm_stage_budget(1, cc);
+  const int64_t per = moe_gemm_smem_layout(block_m, block_n, block_k, 1, MoeActLayout::kSwizzled128).stage_bytes + 16;
+  const int64_t s = per > 0 ? budget / per : 0;
+  return static_cast<int>(s < kWsMaxStages ? s : kWsMaxStages);
+}
+template <int kBlockM_, int kBlockN_, int kBlockK_, int kStages_, int kArch_ = 90>
+struct MoeGemmWsConfig {
+  static constexpr int kBlockM = kBlockM_;  // tokens per work item = the wgmma's N (8, 16, 32, 64 or 128)
+  static constexpr int kBlockN = kBlockN_;  // weight rows per work item: 64 per consumer warpgroup
+  static constexpr int kBlockK = kBlockK_;  // K per pipeline stage (multiple of 64)
+  static constexpr int kStages = kStages_;  // stages in flight (mbarrier pipeline depth)
+  static constexpr int kArch = kArch_;      // 90: wgmma is sm_90a only
+  static constexpr int kWarps = kBlockN / 16;                 // consumer warps (16 weight rows each)
+  static constexpr int kConsumerThreads = kWarps * 32;
+  static constexpr int kProducerThreads = kWsProducerThreads;  // one warpgroup
+  static constexpr int kThreads = kProducerThreads + kConsumerThreads;
+  static constexpr int kMinBlocksPerSm = 1;
+  static constexpr int kNTiles8 = kBlockM / 8;
+  static constexpr bool kWgmma = true;
+  static constexpr MoeGemmSmemLayout kSmem = moe_gemm_ws_smem_layout(kBlockM, kBlockN, kBlockK, kStages);
+  static constexpr int64_t kSmemBytes = kSmem.total;
+
+  static_assert(kArch == 90, "warp-specialized tiles use wgmma: sm_90a only");
+  static_assert(kBlockM == 8 || kBlockM == 16 || kBlockM == 32 || kBlockM == 64 || kBlockM == 128,
+                "kBlockM: a wgmma N the kernels instantiate");
+  static_assert(kBlockN % 64 == 0 && kBlockN >= 64 && kBlockN <= 256, "kBlockN: 1 to 4 consumer warpgroups");
+  static_assert(kBlockK % 64 == 0 && kBlockK >= 64, "kBlockK: multiple of 64");
+  static_assert(kStages >= 2, "kStages: at least 2 for the copy to overlap the math");
+  static_assert(kSmemBytes + kReservedSmemPerBlock <= smem_per_sm(kArch) && kSmemBytes <= smem_optin_per_block(kArch),
+                "config does not fit the architecture's shared memory");
+  static_assert(kSmem.act_offset % 1024 == 0 && kSmem.stage_bytes % 1024 == 0,
+                "wgmma: every stage's activation slices must start on a 1024-byte swizzle atom");
+  static_assert(kSmem.pipeline % 8 == 0, "mbarriers are 8-byte aligned");
+};
+
 }  // namespace fp4moe

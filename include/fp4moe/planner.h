@@ -62,6 +62,8 @@ struct KernelPlan {
   int blocks_per_sm = 0;            // the smaller of the above (registers: capped by __launch_bounds__)
   bool fits = false;                // smem.total <= limit and the shape divides the tile
   bool shipped = false;             // compiled into this library for this arch
+  bool warp_specialized = false;    // a producer warpgroup + block_n / 64 consumer warpgroups, one block per SM
+                                    // (kernels/moe_gemm_ws.cuh; smem.barriers holds its mbarriers)
   std::string reason;               // in words: why it fits or not
 };
 

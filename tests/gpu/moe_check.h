@@ -71,11 +71,13 @@ struct Case {
   bool dequant_kind = false;
   int down_k_splits = 0;  // 0: the layer's choice
   bool pdl = true;        // MoeLayerOptions::programmatic_launch
+  bool warp_specialized = true;  // MoeLayerOptions::warp_specialized (sm_90's 32- and 64-token tiles)
   std::string name() const {
     return "T" + std::to_string(T) + "_E" + std::to_string(E) + "_H" + std::to_string(H) + "_I" + std::to_string(I) +
            "_k" + std::to_string(k) + "_" + testing::routing_name(routing) + "_bm" + std::to_string(block_m) +
            (finalize == FinalizeMode::kAtomic ? "_atomic" : "_det") + (gate_first ? "_gatefirst" : "_upfirst") +
-           (dequant_kind ? "_ws2" : "") + "_splits" + std::to_string(down_k_splits) + (pdl ? "" : "_nopdl");
+           (dequant_kind ? "_ws2" : "") + "_splits" + std::to_string(down_k_splits) + (pdl ? "" : "_nopdl") +
+           (warp_specialized ? "" : "_not_warp_specialized");
   }
 };
 
@@ -88,6 +90,7 @@ inline MoeLayerOptions options_for(const Case& c) {
   o.gate_up_order = c.gate_first ? GateUpOrder::kGateFirst : GateUpOrder::kUpFirst;
   o.global_scale_kind = c.dequant_kind ? GlobalScaleKind::kDequantize : GlobalScaleKind::kQuantize;
   o.programmatic_launch = c.pdl;
+  o.warp_specialized = c.warp_specialized;
   o.tuning_cache = "none";
   return o;
 }

@@ -251,6 +251,40 @@ TEST(MoeGpu, FusedDecodeOneLaunchMatchesTwoLaunches) {
   }
 }
 
+// sm_90's 32- and 64-token tiles both ways: the warp-specialized kernels (the default) and the 2-blocks-per-SM
+// ones (MoeLayerOptions::warp_specialized off), against the reference: several items per block, both finalize
+// modes, a split down K, skewed and one-expert routing, both gate/up orders; then a bit-identical rerun.
+TEST(MoeGpu, WarpSpecializedAndClassicTilesMatchTheReference) {
+  FP4MOE_SKIP_WITHOUT_GPU();
+  int cc_major = 0;
+  ASSERT_EQ(cudaDeviceGetAttribute(&cc_major, cudaDevAttrComputeCapabilityMajor, 0), cudaSuccess);
+  if (cc_major != 9) GTEST_SKIP() << "the warp-specialized kernels are built for sm_90 only";
+  const Case cases[] = {
+      Case{512, 64, 512, 512, 8, Routing::kUniform, 64},
+      Case{300, 16, 256, 512, 2, Routing::kSkewed, 32, FinalizeMode::kDeterministic, false},
+      Case{64, 8, 256, 512, 8, Routing::kSkewed, 64, FinalizeMode::kAtomic, true, false, 2},
+      Case{300, 32, 512, 256, 4, Routing::kUniform, 32},
+      Case{700, 8, 512, 512, 8, Routing::kOneExpert, 64, FinalizeMode::kDeterministic, true, false, 2, false},
+  };
+  for (bool ws : {true, false}) {
+    for (Case c : cases) {
+      c.warp_specialized = ws;
+      SCOPED_TRACE(c.name());
+      Problem p;
+      run_case(c, &p);
+      if (HasFatalFailure()) return;
+      EXPECT_EQ(p.layer.runs_warp_specialized(c.T), ws) << p.layer.describe(c.T);
+      EXPECT_EQ(p.layer.describe(c.T).find("warp-specialized") != std::string::npos, ws) << p.layer.describe(c.T);
+      if (c.finalize == FinalizeMode::kDeterministic) {
+        const auto first = p.out.download<uint16_t>(static_cast<size_t>(c.T * c.H));
+        p.run_poisoned();
+        if (HasFatalFailure()) return;
+        EXPECT_EQ(p.out.download<uint16_t>(first.size()), first) << "two deterministic runs differ";
+      }
+    }
+  }
+}
+
 TEST(MoeGpu, DeterministicRunsAreBitIdenticalAndGraphReplayMatches) {
   FP4MOE_SKIP_WITHOUT_GPU();
   Problem p;

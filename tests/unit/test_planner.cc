@@ -65,8 +65,9 @@ TEST(Planner, ShippedConfigsFitSm90AndSm120ForGlm5) {
     ASSERT_TRUE(find_arch(arch, &a).is_ok());
     std::vector<KernelPlan> plans;
     ASSERT_TRUE(plan_kernels(m->shape, *a, std::nullopt, std::nullopt, &plans).is_ok());
-    // 4 tiles x 2 GEMMs; on sm_90 also the 8-token tile at 3 blocks per SM (5 stages at 2, 3 at 3).
-    ASSERT_EQ(plans.size(), std::string(arch) == "sm_90" ? 10u : 8u);
+    // 4 tiles x 2 GEMMs; on sm_90 also the 8-token tile at 3 blocks per SM (5 stages at 2, 3 at 3) and the
+    // warp-specialized 32x256x128 and 64x256x128 tiles (one block per SM; two 8-byte mbarriers per stage).
+    ASSERT_EQ(plans.size(), std::string(arch) == "sm_90" ? 14u : 8u);
     if (std::string(arch) == "sm_90") {
       EXPECT_EQ(plans[0].block_m, 8);
       EXPECT_EQ(plans[0].stages, 5);
@@ -74,7 +75,19 @@ TEST(Planner, ShippedConfigsFitSm90AndSm120ForGlm5) {
       EXPECT_EQ(plans[2].block_m, 8);
       EXPECT_EQ(plans[2].stages, 3);
       EXPECT_EQ(plans[2].blocks_per_sm, 3);
+      int ws = 0;
+      for (const auto& p : plans) {
+        if (!p.warp_specialized) continue;
+        ++ws;
+        EXPECT_EQ(p.block_n, 256);
+        EXPECT_EQ(p.blocks_per_sm, 1);
+        EXPECT_EQ(p.smem.barriers, 16 * p.stages);
+        EXPECT_EQ(p.smem.total, p.smem.pipeline + p.smem.barriers);
+        EXPECT_NE(p.reason.find("mbarriers"), std::string::npos) << p.reason;
+      }
+      EXPECT_EQ(ws, 4);
     }
+    for (const auto& p : plans) EXPECT_TRUE(!p.warp_specialized || std::string(arch) == "sm_90");
     for (const auto& p : plans) {
       EXPECT_TRUE(p.fits) << arch << " " << p.reason;
       EXPECT_TRUE(p.shipped);

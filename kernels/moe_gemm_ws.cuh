@@ -1,0 +1,154 @@
+// Warp-specialized grouped W4A16 GEMM for sm_90a: a producer warpgroup streams the stages, consumer warpgroups
+// dequantize and run wgmma, mbarriers hand each stage over; same work items, layouts and epilogues as moe_gemm.cuh.
+#pragma once
+
+#include "kernels/moe_gemm.cuh"
+
+namespace fp4moe::kernels {
+
+// One block per SM (Cfg = MoeGemmWsConfig). Threads 0..127 (the producer warpgroup) issue every cp.async of a
+// stage and signal its arrival on the stage's "full" mbarrier with cp.async.mbarrier.arrive.noinc, so no
+// thread waits for its own copies. Consumer warp w (threads 128 + 32w ..) owns weight rows 16w..16w+15 of the
+// tile, as in moe_gemm_body; it waits on "full", and releases the stage on its "empty" mbarrier once the
+// wgmmas reading it have completed. That release is deferred to the next stage's first wgmma wait, so a
+// stage's last wgmma group stays in flight while the next stage starts (moe_gemm_body drains every stage
+// before its block-wide barrier instead).
+template <class Cfg, MoeEpilogue kEpi>
+__device__ __forceinline__ void moe_gemm_ws_body(const MoeGemmParams& p) {
+  constexpr int kStages = Cfg::kStages, kGroups = Cfg::kBlockK / pack::kGroupK;
+  constexpr MoeGemmSmemLayout L = Cfg::kSmem;
+  extern __shared__ __align__(128) uint8_t smem[];  // (1024-byte aligned in practice: checked below)
+  // Defensive, as in moe_gemm_body: the launch's dynamic shared memory (PTX ISA "Special Registers:
+  // %dynamic_smem_size") must hold the planner's layout, and wgmma's swizzle atoms need 1024-byte addresses.
+  uint32_t dyn_smem;
+  asm("mov.u32 %0, %%dynamic_smem_size;" : "=r"(dyn_smem));
+  if (dyn_smem < static_cast<uint32_t>(L.total)) __trap();
+  if (ptx::smem_addr(smem) % 1024 != 0) __trap();
+
+  const uint32_t bar0 = ptx::smem_addr(smem + L.pipeline);
+  auto full = [&](int slot) { return bar0 + 8u * slot; };
+  auto empty = [&](int slot) { return bar0 + 8u * (kStages + slot); };
+  const int tid = threadIdx.x;
+  if (tid == 0) {
+    for (int s = 0; s < kStages; ++s) {
+      ptx::mbarrier_init(full(s), Cfg::kProducerThreads);  // one (asynchronous) arrival per producer thread
+      ptx::mbarrier_init(empty(s), Cfg::kWarps);           // one arrival per consumer warp
+    }
+  }
+  __syncthreads();  // the barriers are initialised before any thread waits on or arrives at them
+
+  // Programmatic dependent launch, as in moe_gemm_body: gate_up waits for the routing tables before
+  // anything; down's producer issues its first weight copies before it waits for gate_up's activations.
+  if constexpr (kEpi == MoeEpilogue::kSwiGLU) {
+    ptx::griddep_wait();
+    ptx::griddep_launch_dependents();
+  }
+  const int n_tiles = p.n / Cfg::kBlockN, splits = p.k_splits, k_tiles = p.k / Cfg::kBlockK / splits;
+  const int num_items = *p.num_chunks * n_tiles * splits;
+  const int my_items = blockIdx.x < num_items ? (num_items - 1 - blockIdx.x) / gridDim.x + 1 : 0;
+  const int total_steps = my_items * k_tiles;  // the producer's; the consumers walk the same items and steps
+  const WarpRouting no_routing{};  // (the routing kernel's tables: no fused routing here)
+
+  // The role, read from lane 0 with a shuffle so that ptxas knows it is warp-uniform: otherwise it treats the
+  // consumer path as divergent and serializes its wgmmas (info C7518), as CUTLASS's kernels also avoid.
+  const int warpgroup = __shfl_sync(0xFFFFFFFFu, tid / 128, 0);
+  if (warpgroup == 0) {
+    // ---- producer warpgroup ------------------------------------------------------------------------
+    TileProducer<Cfg, Cfg::kProducerThreads, false, true> prod{static_cast<int>(blockIdx.x), 0};
+    auto produce = [&](int st, bool weights, bool acts) {
+      prod.produce(p, no_routing, smem + (st % kStages) * L.stage_bytes, tid, n_tiles, splits, k_tiles, weights, acts);
+    };
+    int st = 0;
+    if constexpr (kEpi != MoeEpilogue::kSwiGLU) {
+      const int first = total_steps < kStages ? total_steps : kStages;
+      for (int s = 0; s < first; ++s) produce(s, true, false);
+      ptx::griddep_wait();
+      ptx::griddep_launch_dependents();
+      prod.item = blockIdx.x;
+      prod.kt = 0;
+      for (; st < first; ++st) {
+        produce(st, false, true);
+#if defined(FP4MOE_WS_PLAIN_ARRIVE)
+        ptx::cp_async_wait_all();
+        ptx::mbarrier_arrive(full(st % kStages));
+#else
+        ptx::cp_async_mbarrier_arrive_noinc(full(st % kStages));
+#endif
+      }
+    }
+    for (; st < total_steps; ++st) {
+      // Use u of a slot waits until the consumers released use u - 1 (the empty barrier's phase u - 1).
+      const int use = st / kStages;
+      if (use > 0) ptx::mbarrier_wait(empty(st % kStages), (use - 1) & 1);
+      produce(st, true, true);
+#if defined(FP4MOE_WS_PLAIN_ARRIVE)  // debug build for compute-sanitizer racecheck: wait, then a plain arrive
+      ptx::cp_async_wait_all();
+      ptx::mbarrier_arrive(full(st % kStages));
+#else
+      ptx::cp_async_mbarrier_arrive_noinc(full(st % kStages));
+#endif
+    }
+    ptx::cp_async_wait_all();
+    return;
+  }
+
+  // ---- consumer warpgroups --------------------------------------------------------------------------
+  if constexpr (kEpi != MoeEpilogue::kSwiGLU) ptx::griddep_launch_dependents();
+  const int ctid = tid - Cfg::kProducerThreads, warp = ctid >> 5, lane = ctid & 31;
+  float acc[Cfg::kNTiles8][4];
+#pragma unroll
+  for (int j = 0; j < Cfg::kNTiles8; ++j) acc[j][0] = acc[j][1] = acc[j][2] = acc[j][3] = 0.0f;
+  float(&accw)[Cfg::kBlockM / 2] = *reinterpret_cast<float(*)[Cfg::kBlockM / 2]>(&acc[0][0]);
+
+  int held = -1;  // slot whose last wgmma group may still be in flight (released after the next wait)
+  auto release = [&](int slot) {
+    __syncwarp();  // every lane's reads of the slot are done
+    if (lane == 0) ptx::mbarrier_arrive(empty(slot));
+  };
+  int st = 0;  // this block's step (stage use) count, across items
+  for (int item = blockIdx.x; item < num_items; item += gridDim.x) {
+    // The K loop keeps the accumulators in flight from one step to the next; the epilogue sits outside it,
+    // after wait<0>. (With the epilogue inside the loop, behind a branch, ptxas drained every step: C7517.)
+    for (int kt = 0; kt < k_tiles; ++kt, ++st) {
+      const int slot = st % kStages;
+#pragma unroll
+      for (int i = 0; i < Cfg::kBlockM / 2; ++i) wgmma::fence_operand(accw[i]);
+      ptx::mbarrier_wait(full(slot), (st / kStages) & 1);
+      // The producer's cp.async wrote the stage through the generic proxy; this thread's wgmmas read it
+      // through the async proxy: a proxy fence after the barrier's acquire orders the two (wgmma.cuh).
+      wgmma::fence_proxy_async_shared();
+      const uint8_t* s_base = smem + slot * L.stage_bytes;
+      const uint8_t* w_warp = s_base + L.weight_offset + warp * kGroups * pack::kWeightGroupBytes + lane * 16;
+      const uint8_t* s_warp = s_base + L.scale_offset + warp * kGroups * pack::kScaleGroupBytes + (lane >> 2) * 8;
+      const uint32_t act_base = ptx::smem_addr(s_base + L.act_offset);
+#pragma unroll
+      for (int g = 0; g < kGroups; ++g) {
+        wgmma_group<Cfg>(w_warp, s_warp, act_base, g, accw, (kt == 0 && g == 0) ? 0 : 1);
+        wgmma::wait<1>();  // group g - 1 (or the previous stage's last group) has completed
+        if (g == 0 && held >= 0) release(held);
+      }
+      held = slot;
+#pragma unroll
+      for (int i = 0; i < Cfg::kBlockM / 2; ++i) wgmma::fence_operand(accw[i]);
+    }
+    wgmma::wait<0>();  // the item's accumulators are complete
+#pragma unroll
+    for (int i = 0; i < Cfg::kBlockM / 2; ++i) wgmma::fence_operand(accw[i]);
+    release(held);
+    held = -1;
+    // The item's chunk, read only now: nothing in the K loop needs it (three registers fewer across it).
+    const int chunk = item / splits / n_tiles;
+    const int e = p.chunk_expert[chunk], row0 = p.chunk_start[chunk], rows = p.chunk_rows[chunk];
+    store_item<Cfg, kEpi, false, true>(p, no_routing, acc, item / splits % n_tiles, item % splits, e, row0, rows, warp, lane);
+  }
+}
+
+// Compiled for sm_90a only (Cfg::kArch == 90); other targets get an empty kernel.
+template <class Cfg, MoeEpilogue kEpi>
+__global__ void __launch_bounds__(Cfg::kThreads, 1) moe_gemm_ws_kernel(const MoeGemmParams p, const RoutingParams) {
+#if defined(__CUDA_ARCH__)
+  if constexpr (__CUDA_ARCH__ / 10 == Cfg::kArch) moe_gemm_ws_body<Cfg, kEpi>(p);
+#endif
+}
+
+}  // namespace fp4moe::kernels
