@@ -86,26 +86,49 @@ __device__ __forceinline__ void wgmma_group(const uint8_t* w_warp, const uint8_t
 
 // The epilogue of one work item (N tile nt, K range q of expert e's chunk: rows row0 .. row0 + rows - 1),
 // straight from this warp's accumulators (mma.sync C fragments; on the wgmma path the same registers).
-// kTileByTile: 8-token tile by tile -- none past the item's rows, and a compiler memory fence after each, so
-// the next tile's loads are not hoisted above this one's stores: fewer registers live at once (the
-// warp-specialized kernels' share is 96; without this the down epilogue spilled 8 B there).
-template <class Cfg, MoeEpilogue kEpi, bool kFusedRouting, bool kTileByTile = false>
+// kLaneRows (not with kFusedRouting): the down epilogue's per-row data (pair index, router weight) is loaded
+// once per row by the warp's lanes -- lane l holds rows l and l + 32 -- and handed out with shuffles, and no
+// 8-token tile past the item's rows is visited. The warp-specialized kernels use it: with their 96 registers
+// the per-thread loads of all 16 rows spilled, and loading them tile by tile cost two dependent global round
+// trips per tile (ncu: long-scoreboard stalls led the down kernel's at T=4096).
+template <class Cfg, MoeEpilogue kEpi, bool kFusedRouting, bool kLaneRows = false>
 __device__ __forceinline__ void store_item(const MoeGemmParams& p, const WarpRouting& wr, float (&acc)[Cfg::kNTiles8][4],
                                            int nt, int q, int e, int row0, int rows, int warp, int lane) {
   constexpr int kBN = Cfg::kBlockN;
   float* partial = p.partial_out;
   if constexpr (kEpi == MoeEpilogue::kFinalizeStore) partial += q * p.split_stride;
+  static_assert(!(kLaneRows && kFusedRouting), "kLaneRows: the routing kernel's tables");
+  static_assert(!kLaneRows || Cfg::kBlockM <= 64, "kLaneRows: two rows per lane");
   const float alpha = p.alpha[e];
   const int g8 = lane >> 2, t4 = lane & 3;
+  [[maybe_unused]] int32_t lane_pair[2] = {0, 0};  // kLaneRows: rows lane and lane + 32
+  [[maybe_unused]] float lane_weight[2] = {0.0f, 0.0f};
+  if constexpr (kLaneRows && kEpi != MoeEpilogue::kSwiGLU) {
+#pragma unroll
+    for (int h = 0; h < (Cfg::kBlockM > 32 ? 2 : 1); ++h)
+      if (lane + 32 * h < rows) lane_pair[h] = p.perm_pair[row0 + lane + 32 * h];
+#pragma unroll
+    for (int h = 0; h < (Cfg::kBlockM > 32 ? 2 : 1); ++h)
+      if (lane + 32 * h < rows) lane_weight[h] = p.topk_weights[lane_pair[h]];
+  }
 #pragma unroll
   for (int j = 0; j < Cfg::kNTiles8; ++j) {
-    if constexpr (kTileByTile)
-      if (j * 8 >= rows) break;
+    if constexpr (kLaneRows)
+      if (j * 8 >= rows) break;  // warp-uniform
 #pragma unroll
     for (int c = 0; c < 2; ++c) {
       const int m = j * 8 + t4 * 2 + c;  // token row inside the chunk
       [[maybe_unused]] int32_t fused_pair = 0;  // down: looked up before the branch (warp-uniform)
       if constexpr (kFusedRouting && kEpi != MoeEpilogue::kSwiGLU) fused_pair = wr.pair(row0 + min(m, rows - 1));
+      // kLaneRows: row m's data from lane m % 32 (every lane shuffles, before the branch; j * 8 < 32 decides
+      // the half for the whole warp, as t4 * 2 + c < 8).
+      [[maybe_unused]] int32_t row_pair = 0;
+      [[maybe_unused]] float row_weight = 0.0f;
+      if constexpr (kLaneRows && kEpi != MoeEpilogue::kSwiGLU) {
+        row_weight = __shfl_sync(0xFFFFFFFFu, lane_weight[j * 8 < 32 ? 0 : 1], m & 31);
+        if constexpr (kEpi == MoeEpilogue::kFinalizeAtomic)
+          row_pair = __shfl_sync(0xFFFFFFFFu, lane_pair[j * 8 < 32 ? 0 : 1], m & 31);
+      }
       if (m >= rows) continue;
       const int64_t prow = row0 + m;
       if constexpr (kEpi == MoeEpilogue::kSwiGLU) {
@@ -120,8 +143,16 @@ __device__ __forceinline__ void store_item(const MoeGemmParams& p, const WarpRou
         const int64_t col = static_cast<int64_t>(nt) * (kBN / 2) + warp * 8 + g8;
         p.act_out[prow * (p.n / 2) + col] = __float2bfloat16_rn(act);
       } else {
-        const int32_t pair = kFusedRouting ? fused_pair : p.perm_pair[prow];
-        const float scale = alpha * p.topk_weights[pair];
+        int32_t pair;
+        float weight;
+        if constexpr (kLaneRows) {
+          pair = row_pair;  // (read by the atomic epilogue only)
+          weight = row_weight;
+        } else {
+          pair = kFusedRouting ? fused_pair : p.perm_pair[prow];
+          weight = p.topk_weights[pair];
+        }
+        const float scale = alpha * weight;
         const int64_t h0 = static_cast<int64_t>(nt) * kBN + warp * 16 + g8;
         if constexpr (kEpi == MoeEpilogue::kFinalizeStore) {
           partial[prow * p.n + h0] = scale * acc[j][c];
@@ -134,7 +165,6 @@ __device__ __forceinline__ void store_item(const MoeGemmParams& p, const WarpRou
       }
     }
     if constexpr (!Cfg::kWgmma) acc[j][0] = acc[j][1] = acc[j][2] = acc[j][3] = 0.0f;
-    if constexpr (kTileByTile) asm volatile("" ::: "memory");
   }
 }
 
