@@ -101,8 +101,10 @@ __device__ __forceinline__ void wait() {
 // asm statements above do not name the registers they leave in flight). Emits no instruction.
 __device__ __forceinline__ void fence_operand(float& r) { asm volatile("" : "+f"(r)::"memory"); }
 
-// cp.async writes shared memory through the generic proxy, wgmma reads it through the async proxy: a
-// proxy fence by each writing thread (after its cp.async.wait_group, before the barrier) orders the two.
+// cp.async writes shared memory through the generic proxy, wgmma reads it through the async proxy: a proxy
+// fence orders the two. moe_gemm_body: by each writing thread, after its cp.async.wait_group and before the
+// block barrier. moe_gemm_ws_body: by each reading thread after its mbarrier wait (the producer's arrival is
+// asynchronous, triggered by the copies' completion, so no writer-side point follows them).
 // PTX ISA "membar/fence" (fence.proxy.async):
 // https://docs.nvidia.com/cuda/parallel-thread-execution/#parallel-synchronization-and-communication-instructions-membar
 __device__ __forceinline__ void fence_proxy_async_shared() { asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory"); }

@@ -177,7 +177,7 @@ Status MoeLayer::can_implement(const MoeShape& s, const MoeLayerOptions& o) {
     return invalid_argument("top_k must be in [1, num_experts], got " + std::to_string(s.top_k) + " with " +
                             std::to_string(s.num_experts) + " experts");
   if (s.hidden <= 0 || s.hidden % 256 != 0)
-    return unsupported("hidden must be a positive multiple of 256 (gate_up's K tile; down's N tile is 128), got " +
+    return unsupported("hidden must be a positive multiple of 256 (gate_up's K tile; down's N tile, 128 or 256), got " +
                        std::to_string(s.hidden));
   if (s.intermediate <= 0 || s.intermediate % 256 != 0)
     return unsupported("intermediate must be a positive multiple of 256 (down's K tile), got " +
@@ -220,6 +220,9 @@ Status MoeLayer::init(const MoeShape& shape, const MoeLayerOptions& options, con
     int occ = 0;
     FP4MOE_CUDA_TRY(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&occ, reinterpret_cast<const void*>(set.gate_up),
                                                                   set.threads, set.smem_bytes));
+    // A warp-specialized set that cannot be resident (a GPU with less shared memory or fewer registers than
+    // planned) is skipped: the layer keeps the 2-blocks-per-SM kernels of that block_m.
+    if (occ < 1 && set.warp_specialized) continue;
     if (occ < 1)
       return Status(StatusCode::kResourceExhausted,
                     "kernel config block_m=" + std::to_string(set.block_m) + " cannot be resident on this GPU");

@@ -170,7 +170,9 @@ KernelPlan plan_one(const std::string& gemm, int64_t n, int64_t k, int bm, int b
                " B; limit " + with_commas(p.limit);
   } else if (L.total > p.limit) {
     p.reason = "over by " + with_commas(L.total - p.limit) + ": needs " + parts + "; limit " + with_commas(p.limit) +
-               "; use " + std::to_string(moe_gemm_max_stages(bm, bn, bk, p.limit, moe_gemm_act_layout(a.cc, bm))) + " stages";
+               "; use " + std::to_string(ws ? moe_gemm_ws_max_stages(bm, bn, bk, p.limit)
+                                            : moe_gemm_max_stages(bm, bn, bk, p.limit, moe_gemm_act_layout(a.cc, bm))) +
+               " stages";
   } else if (n % bn != 0 || k % bk != 0) {
     p.reason = "tile does not divide the GEMM: N=" + std::to_string(n) + " % " + std::to_string(bn) + ", K=" +
                std::to_string(k) + " % " + std::to_string(bk);

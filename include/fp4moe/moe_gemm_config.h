@@ -177,12 +177,16 @@ constexpr MoeGemmSmemLayout moe_gemm_ws_smem_layout(int block_m, int block_n, in
   l.total = l.pipeline + l.epilogue + l.barriers;
   return l;
 }
+// Largest stage count of a warp-specialized tile within `budget` bytes (each stage also brings its 16 B of
+// mbarriers); 0 when not even one fits.
+constexpr int moe_gemm_ws_max_stages(int block_m, int block_n, int block_k, int64_t budget) {
+  const int64_t per = moe_gemm_smem_layout(block_m, block_n, block_k, 1, MoeActLayout::kSwizzled128).stage_bytes + 16;
+  return per > 0 ? static_cast<int>(budget / per) : 0;
+}
 // Stages of a warp-specialized tile: as many as fit one block per SM, at most kWsMaxStages.
 constexpr int moe_gemm_ws_planned_stages(int block_m, int block_n, int block_k, int cc) {
-  const int64_t budget = moe_gemm_stage_budget(1, cc);
-  const int64_t per = moe_gemm_smem_layout(block_m, block_n, block_k, 1, MoeActLayout::kSwizzled128).stage_bytes + 16;
-  const int64_t s = per > 0 ? budget / per : 0;
-  return static_cast<int>(s < kWsMaxStages ? s : kWsMaxStages);
+  const int s = moe_gemm_ws_max_stages(block_m, block_n, block_k, moe_gemm_stage_budget(1, cc));
+  return s < kWsMaxStages ? s : kWsMaxStages;
 }
 template <int kBlockM_, int kBlockN_, int kBlockK_, int kStages_, int kArch_ = 90>
 struct MoeGemmWsConfig {

@@ -265,6 +265,10 @@ TEST(MoeGpu, WarpSpecializedAndClassicTilesMatchTheReference) {
       Case{64, 8, 256, 512, 8, Routing::kSkewed, 64, FinalizeMode::kAtomic, true, false, 2},
       Case{300, 32, 512, 256, 4, Routing::kUniform, 32},
       Case{700, 8, 512, 512, 8, Routing::kOneExpert, 64, FinalizeMode::kDeterministic, true, false, 2, false},
+      // Long K (16 K tiles per item in both GEMMs, more than the 32-token tile's 8 stages): every block reuses
+      // its stages, so the empty-barrier waits and both parities run for each tile.
+      Case{128, 8, 2048, 2048, 2, Routing::kUniform, 32},
+      Case{128, 4, 2048, 2048, 2, Routing::kUniform, 64, FinalizeMode::kDeterministic, true, false, 2},
   };
   for (bool ws : {true, false}) {
     for (Case c : cases) {
@@ -274,6 +278,8 @@ TEST(MoeGpu, WarpSpecializedAndClassicTilesMatchTheReference) {
       run_case(c, &p);
       if (HasFatalFailure()) return;
       EXPECT_EQ(p.layer.runs_warp_specialized(c.T), ws) << p.layer.describe(c.T);
+      EXPECT_FALSE(p.layer.runs_warp_specialized(c.T, 8)) << "the 8- and 16-token tiles have no such kernels";
+      EXPECT_FALSE(p.layer.runs_warp_specialized(c.T, 16));
       EXPECT_EQ(p.layer.describe(c.T).find("warp-specialized") != std::string::npos, ws) << p.layer.describe(c.T);
       if (c.finalize == FinalizeMode::kDeterministic) {
         const auto first = p.out.download<uint16_t>(static_cast<size_t>(c.T * c.H));
