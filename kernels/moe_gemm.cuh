@@ -440,7 +440,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocksPerSm) moe_gemm_
 }
 
 // Experimental (MoeLayerOptions::fused_decode, off by default; on the H200 bit-identical to the default path
-// but 2.4-5.5% slower): a decode step of at most kWarpRoutingMaxPairs pairs in one cooperative launch -- gate_up's work items, then, after each block
+// but 2.4-7.0% slower): a decode step of at most kWarpRoutingMaxPairs pairs in one cooperative launch -- gate_up's work items, then, after each block
 // has issued its first down weight copies, a grid-wide barrier, then down's items. One launch and its ramp
 // fewer, and down's first weights stream while the last gate_up items finish (docs/design/persistent-decode.md).
 // Requires a cooperative launch of at most the co-resident blocks (cudaLaunchAttributeCooperative).
