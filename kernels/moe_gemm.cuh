@@ -57,6 +57,18 @@ __device__ __forceinline__ void wgmma_k64(float (&d)[N / 2], const uint32_t (&a)
   for (int s = 0; s < 4; ++s) wgmma::WgmmaRs<N>::mma(d, a[s], desc[s], s == 0 ? scale_first : 1);
 }
 
+// Defensive: a launch with less dynamic shared memory than the planner's layout (kTotal bytes) would corrupt
+// memory. %dynamic_smem_size is the launch's dynamic shared memory (PTX ISA "Special Registers:
+// %dynamic_smem_size", https://docs.nvidia.com/cuda/parallel-thread-execution/#special-registers-dynamic-smem-size).
+// kSwizzleAtoms: wgmma reads the activations through 1024-byte swizzle atoms, which must sit on 1024-byte addresses.
+template <int64_t kTotal, bool kSwizzleAtoms>
+__device__ __forceinline__ void trap_unless_smem_holds(const uint8_t* smem) {
+  uint32_t dyn_smem;
+  asm("mov.u32 %0, %%dynamic_smem_size;" : "=r"(dyn_smem));
+  if (dyn_smem < static_cast<uint32_t>(kTotal)) __trap();
+  if (kSwizzleAtoms && ptx::smem_addr(smem) % 1024 != 0) __trap();
+}
+
 // Dequantizes K group g (64 wide) of this warp's 16 weight rows from the stage at w_warp / s_warp into the
 // wgmma A fragments and issues the group's four wgmmas on the activation slice at act_base (one commit
 // group). The caller waits for it (wgmma::wait) before it reuses the A registers' next group.
@@ -280,15 +292,7 @@ __device__ __forceinline__ void moe_gemm_body(const MoeGemmParams& p, const Rout
   // and refilling a slot one step later instead, at block_m 64, measured 1-2% slower on the H200.)
   constexpr int kAhead = kStages - 1;
   extern __shared__ __align__(128) uint8_t smem[];
-
-  // Defensive: a launch with less dynamic shared memory than the planner's layout would corrupt memory.
-  // %dynamic_smem_size is the launch's dynamic shared memory (PTX ISA "Special Registers: %dynamic_smem_size",
-  // https://docs.nvidia.com/cuda/parallel-thread-execution/#special-registers-dynamic-smem-size).
-  uint32_t dyn_smem;
-  asm("mov.u32 %0, %%dynamic_smem_size;" : "=r"(dyn_smem));
-  if (dyn_smem < static_cast<uint32_t>(L.total)) __trap();
-  // wgmma reads the activations through 1024-byte swizzle atoms, which must sit on 1024-byte addresses.
-  if (Cfg::kWgmma && ptx::smem_addr(smem) % 1024 != 0) __trap();
+  trap_unless_smem_holds<L.total, Cfg::kWgmma>(smem);
 
   // Programmatic dependent launch (host: cudaLaunchAttributeProgrammaticStreamSerialization). gate_up's
   // work list is the routing kernel's output, so it waits before reading anything. Its blocks then let the

@@ -18,12 +18,7 @@ __device__ __forceinline__ void moe_gemm_ws_body(const MoeGemmParams& p) {
   constexpr int kStages = Cfg::kStages, kGroups = Cfg::kBlockK / pack::kGroupK;
   constexpr MoeGemmSmemLayout L = Cfg::kSmem;
   extern __shared__ __align__(128) uint8_t smem[];  // (1024-byte aligned in practice: checked below)
-  // Defensive, as in moe_gemm_body: the launch's dynamic shared memory (PTX ISA "Special Registers:
-  // %dynamic_smem_size") must hold the planner's layout, and wgmma's swizzle atoms need 1024-byte addresses.
-  uint32_t dyn_smem;
-  asm("mov.u32 %0, %%dynamic_smem_size;" : "=r"(dyn_smem));
-  if (dyn_smem < static_cast<uint32_t>(L.total)) __trap();
-  if (ptx::smem_addr(smem) % 1024 != 0) __trap();
+  trap_unless_smem_holds<L.total, true>(smem);
 
   const uint32_t bar0 = ptx::smem_addr(smem + L.pipeline);
   auto full = [&](int slot) { return bar0 + 8u * slot; };
@@ -58,6 +53,15 @@ __device__ __forceinline__ void moe_gemm_ws_body(const MoeGemmParams& p) {
     auto produce = [&](int st, bool weights, bool acts) {
       prod.produce(p, no_routing, smem + (st % kStages) * L.stage_bytes, tid, n_tiles, splits, k_tiles, weights, acts);
     };
+    // Step st's copies are issued: the full barrier counts this thread's arrival once they have landed.
+    auto signal_full = [&](int st) {
+#if defined(FP4MOE_WS_PLAIN_ARRIVE)  // debug build for compute-sanitizer racecheck: wait, then a plain arrive
+      ptx::cp_async_wait_all();
+      ptx::mbarrier_arrive(full(st % kStages));
+#else
+      ptx::cp_async_mbarrier_arrive_noinc(full(st % kStages));
+#endif
+    };
     int st = 0;
     if constexpr (kEpi != MoeEpilogue::kSwiGLU) {
       const int first = total_steps < kStages ? total_steps : kStages;
@@ -68,12 +72,7 @@ __device__ __forceinline__ void moe_gemm_ws_body(const MoeGemmParams& p) {
       prod.kt = 0;
       for (; st < first; ++st) {
         produce(st, false, true);
-#if defined(FP4MOE_WS_PLAIN_ARRIVE)
-        ptx::cp_async_wait_all();
-        ptx::mbarrier_arrive(full(st % kStages));
-#else
-        ptx::cp_async_mbarrier_arrive_noinc(full(st % kStages));
-#endif
+        signal_full(st);
       }
     }
     for (; st < total_steps; ++st) {
@@ -81,12 +80,7 @@ __device__ __forceinline__ void moe_gemm_ws_body(const MoeGemmParams& p) {
       const int use = st / kStages;
       if (use > 0) ptx::mbarrier_wait(empty(st % kStages), (use - 1) & 1);
       produce(st, true, true);
-#if defined(FP4MOE_WS_PLAIN_ARRIVE)  // debug build for compute-sanitizer racecheck: wait, then a plain arrive
-      ptx::cp_async_wait_all();
-      ptx::mbarrier_arrive(full(st % kStages));
-#else
-      ptx::cp_async_mbarrier_arrive_noinc(full(st % kStages));
-#endif
+      signal_full(st);
     }
     ptx::cp_async_wait_all();
     return;
@@ -111,8 +105,6 @@ __device__ __forceinline__ void moe_gemm_ws_body(const MoeGemmParams& p) {
     // after wait<0>. (With the epilogue inside the loop, behind a branch, ptxas drained every step: C7517.)
     for (int kt = 0; kt < k_tiles; ++kt, ++st) {
       const int slot = st % kStages;
-#pragma unroll
-      for (int i = 0; i < Cfg::kBlockM / 2; ++i) wgmma::fence_operand(accw[i]);
       ptx::mbarrier_wait(full(slot), (st / kStages) & 1);
       // The producer's cp.async wrote the stage through the generic proxy; this thread's wgmmas read it
       // through the async proxy: a proxy fence after the barrier's acquire orders the two (wgmma.cuh).
@@ -128,8 +120,6 @@ __device__ __forceinline__ void moe_gemm_ws_body(const MoeGemmParams& p) {
         if (g == 0 && held >= 0) release(held);
       }
       held = slot;
-#pragma unroll
-      for (int i = 0; i < Cfg::kBlockM / 2; ++i) wgmma::fence_operand(accw[i]);
     }
     wgmma::wait<0>();  // the item's accumulators are complete
 #pragma unroll

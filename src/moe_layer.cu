@@ -137,25 +137,23 @@ struct MoeLayer::Impl {
   void adopt(const TuningCache& cache, const std::string& source) {
     tuned.clear();
     for (const auto& [bucket, c] : cache.choices_for(shape, options.finalize))
-      if (pick(c.block_m) != nullptr &&
-          (c.down_k_splits == 1 || c.down_k_splits == 2 || c.down_k_splits == 4 || c.down_k_splits == 8) &&
-          shape.intermediate % (256 * c.down_k_splits) == 0)
-        tuned[bucket] = c;
+      if (pick(c.block_m) != nullptr && down_k_splits_supported(shape, c.down_k_splits)) tuned[bucket] = c;
     if (!tuned.empty()) tuning_source = source + " (" + std::to_string(tuned.size()) + " token buckets)";
   }
-  // The config of `block_m` for a call with `pairs` (token, expert) pairs. Where two are built (sm_90's 8-token
-  // tile at 2 and 3 blocks per SM): the deeper pipeline up to kDeepPipelineMaxPairs pairs, the one with more
-  // warps above (moe_gemm_config.h, moe_gemm_blocks_per_sm).
   // Whether a call of `pairs` pairs on config `sel` routes inside the GEMMs (MoeLayer::fuses_routing).
   bool fuses(const Sel* sel, int64_t pairs) const {
     return options.fuse_small_routing && pairs >= 1 && pairs <= kMaxFusedRoutingPairs && sel != nullptr &&
            sel->set->gate_up_fused != nullptr;
   }
+  // The config of `block_m` for a call with `pairs` (token, expert) pairs: the warp-specialized one where it was
+  // kept (MoeLayerOptions::warp_specialized); else, where two are built (sm_90's 8-token tile at 2 and 3 blocks
+  // per SM), the deeper pipeline up to kDeepPipelineMaxPairs pairs and the one with more warps above
+  // (moe_gemm_config.h, moe_gemm_blocks_per_sm).
   const Sel* pick(int block_m, int64_t pairs = 0) const {
     const Sel* best = nullptr;
     for (const auto& s : sels) {
       if (s.set->block_m != block_m) continue;
-      if (s.set->warp_specialized) return &s;  // (present only with MoeLayerOptions::warp_specialized)
+      if (s.set->warp_specialized) return &s;
       const bool better = best == nullptr || (pairs <= kDeepPipelineMaxPairs
                                                   ? s.set->blocks_per_sm < best->set->blocks_per_sm
                                                   : s.set->blocks_per_sm > best->set->blocks_per_sm);
@@ -380,7 +378,7 @@ int MoeLayer::down_k_splits_for(int64_t num_tokens) const {
     return it->second.down_k_splits;
   const MoeShape& s = impl_->shape;
   const Impl::Sel* sel = impl_->pick(block_m_for(num_tokens), num_tokens * impl_->shape.top_k);
-  if (num_tokens > kMaxSplitTokens || sel == nullptr || s.intermediate % (256 * 2) != 0) return kDefaultDownKSplits;
+  if (num_tokens > kMaxSplitTokens || sel == nullptr || !down_k_splits_supported(s, 2)) return kDefaultDownKSplits;
   // Items of the down GEMM: chunks (about the experts with a token under uniform routing, or pairs / block_m)
   // x N tiles x splits, walked by `blocks` persistent blocks in rounds. Two splits when they fill the rounds
   // at least 10 points better (GLM-5 at T=1 on 132 SMs: 384 items in 2 rounds of 264 = 73% full, split 768 in
@@ -443,13 +441,9 @@ Status MoeLayer::can_implement(const MoeForwardArgs& a) const {
   }
   if (a.block_m != 0 && impl_->pick(a.block_m) == nullptr)
     return invalid_argument("block_m " + std::to_string(a.block_m) + " is not a built-in config (8, 16, 32, 64)");
-  if (a.down_k_splits != 0) {
-    const int64_t k_tiles = impl_->shape.intermediate / 256;
-    const int q = a.down_k_splits;
-    if ((q != 1 && q != 2 && q != 4 && q != 8) || k_tiles % q != 0)
-      return invalid_argument("down_k_splits must be 0 (the layer's choice) or 1, 2, 4 or 8 dividing intermediate / 256 = " +
-                              std::to_string(k_tiles) + ", got " + std::to_string(q));
-  }
+  if (a.down_k_splits != 0 && !down_k_splits_supported(impl_->shape, a.down_k_splits))
+    return invalid_argument("down_k_splits must be 0 (the layer's choice) or 1, 2, 4 or 8 dividing intermediate / 256 = " +
+                            std::to_string(impl_->shape.intermediate / 256) + ", got " + std::to_string(a.down_k_splits));
   if (a.num_tokens == 0) return Status::ok();
   FP4MOE_RETURN_IF_ERROR(detail::check_device_pointer(a.hidden, 16, "hidden"));
   FP4MOE_RETURN_IF_ERROR(detail::check_device_pointer(a.output, 16, "output"));

@@ -186,6 +186,10 @@ KernelPlan plan_one(const std::string& gemm, int64_t n, int64_t k, int bm, int b
 
 }  // namespace
 
+bool down_k_splits_supported(const MoeShape& s, int64_t q) {
+  return (q == 1 || q == 2 || q == 4 || q == 8) && s.intermediate > 0 && s.intermediate % (256 * q) == 0;
+}
+
 std::vector<int> shipped_block_ms() {
   std::vector<int> v;
   for (const auto& k : kShipped)

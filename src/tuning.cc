@@ -151,7 +151,7 @@ Status TuningCache::load(const std::string& path, const TuningEnvironment& env, 
       return reject("an entry has a missing field or one of the wrong type");
     if (E <= 0 || H <= 0 || I <= 0 || K <= 0 || bucket <= 0 || (mode != "deterministic" && mode != "atomic") ||
         std::find(ms.begin(), ms.end(), bm) == ms.end() ||
-        (splits != 1 && splits != 2 && splits != 4 && splits != 8) || I % (256 * splits) != 0)
+        !down_k_splits_supported(MoeShape{E, H, I, K}, splits))
       return reject("an entry has invalid fields");
     c.record(MoeShape{E, H, I, K}, mode == "atomic" ? FinalizeMode::kAtomic : FinalizeMode::kDeterministic, bucket,
              TunedChoice{static_cast<int>(bm), x.contains("us") ? x["us"].get<double>() : 0.0, static_cast<int>(splits)});

@@ -94,8 +94,11 @@ int run_bench(const BenchOpts& o) {
     return 1;
   }
   bench::print_moe_bench(b, dev, rows, stdout);
-  if (!o.json.empty() && !write_text_file(o.json, bench::moe_bench_json(b, dev, rows))) return 1;
-  if (o.json_text) *o.json_text = bench::moe_bench_json(b, dev, rows);
+  if (!o.json.empty() || o.json_text) {
+    const std::string json = bench::moe_bench_json(b, dev, rows);
+    if (!o.json.empty() && !write_text_file(o.json, json)) return 1;
+    if (o.json_text) *o.json_text = json;
+  }
   if (!o.csv.empty() && !write_text_file(o.csv, bench::moe_bench_csv(dev, rows))) return 1;
   if (!o.plot.empty()) {
     // tools/roofline.py reads the text table: write it beside the plot and call Debian's python3.

@@ -11,6 +11,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "fp4moe/planner.h"
 #include "src/cuda_util.h"
 #include "tests/common/random_fill.cuh"
 #include "tools/cublas_loader.h"
@@ -119,8 +120,11 @@ Status run_moe_bench(const MoeBenchOptions& o, MoeBenchDevice* dev, std::vector<
     FP4MOE_RETURN_IF_ERROR(layer.init(o.shape, base, w13, w2, nullptr));
     if (o.phases) {  // the same weights in the two variants the benchmark compares against
       MoeLayerOptions plain = base, atomic = base, unfused = base, other_ws = base;
+      // The other MoeLayerOptions::warp_specialized setting: a copy of the weights only where this GPU has both
+      // kernel families (with the option on, the layer takes the warp-specialized 32/64-token tiles where built).
       other_ws.warp_specialized = !base.warp_specialized;
-      FP4MOE_RETURN_IF_ERROR(layer_other_ws.init(o.shape, other_ws, w13, w2, nullptr));
+      if (!base.warp_specialized || layer.runs_warp_specialized(1, 32) || layer.runs_warp_specialized(1, 64))
+        FP4MOE_RETURN_IF_ERROR(layer_other_ws.init(o.shape, other_ws, w13, w2, nullptr));
       plain.programmatic_launch = false;
       atomic.finalize = FinalizeMode::kAtomic;
       unfused.fuse_small_routing = false;
@@ -145,7 +149,7 @@ Status run_moe_bench(const MoeBenchOptions& o, MoeBenchDevice* dev, std::vector<
   const std::vector<int> block_ms = o.block_ms.empty() ? kernel_block_ms() : o.block_ms;
   std::vector<int> split_list;
   for (int sp : o.down_k_splits.empty() ? std::vector<int>{0} : o.down_k_splits)
-    if (sp == 0 || I % (256 * sp) == 0) split_list.push_back(sp);
+    if (sp == 0 || down_k_splits_supported(o.shape, sp)) split_list.push_back(sp);
   if (split_list.empty()) return invalid_argument("none of the requested down K split counts divides I / 256");
   const int max_split = *std::max_element(split_list.begin(), split_list.end());
   const double bytes_per_expert = (2.0 * I * H + double(H) * I) * 0.5625;

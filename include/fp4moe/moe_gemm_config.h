@@ -190,7 +190,7 @@ constexpr int moe_gemm_ws_planned_stages(int block_m, int block_n, int block_k, 
 }
 template <int kBlockM_, int kBlockN_, int kBlockK_, int kStages_, int kArch_ = 90>
 struct MoeGemmWsConfig {
-  static constexpr int kBlockM = kBlockM_;  // tokens per work item = the wgmma's N (8, 16, 32, 64 or 128)
+  static constexpr int kBlockM = kBlockM_;  // tokens per work item = the wgmma's N (8, 16, 32 or 64)
   static constexpr int kBlockN = kBlockN_;  // weight rows per work item: 64 per consumer warpgroup
   static constexpr int kBlockK = kBlockK_;  // K per pipeline stage (multiple of 64)
   static constexpr int kStages = kStages_;  // stages in flight (mbarrier pipeline depth)
@@ -206,8 +206,8 @@ struct MoeGemmWsConfig {
   static constexpr int64_t kSmemBytes = kSmem.total;
 
   static_assert(kArch == 90, "warp-specialized tiles use wgmma: sm_90a only");
-  static_assert(kBlockM == 8 || kBlockM == 16 || kBlockM == 32 || kBlockM == 64 || kBlockM == 128,
-                "kBlockM: a wgmma N the kernels instantiate");
+  static_assert(kBlockM == 8 || kBlockM == 16 || kBlockM == 32 || kBlockM == 64,
+                "kBlockM: a wgmma N that kernels/wgmma.cuh instantiates");
   static_assert(kBlockN % 64 == 0 && kBlockN >= 64 && kBlockN <= 256, "kBlockN: 1 to 4 consumer warpgroups");
   static_assert(kBlockK % 64 == 0 && kBlockK >= 64, "kBlockK: multiple of 64");
   static_assert(kStages >= 2, "kStages: at least 2 for the copy to overlap the math");

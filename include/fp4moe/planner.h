@@ -70,6 +70,9 @@ struct KernelPlan {
 // block_m of every kernel config compiled into this library (the same list as kernel_block_ms(), which
 // needs the CUDA library; a test keeps the two equal).
 std::vector<int> shipped_block_ms();
+// Whether the kernels take `splits` K ranges for the down GEMM of `shape` (MoeForwardArgs::down_k_splits, the
+// tuning cache): 1, 2, 4 or 8, dividing its K tiles (intermediate / 256).
+bool down_k_splits_supported(const MoeShape& shape, int64_t splits);
 
 // Plans for every shipped block_m config (or one custom tile) of both GEMMs of `shape` on `arch`.
 // A custom tile uses `stages` when given, else the largest count that fits.
