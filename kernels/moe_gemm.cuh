@@ -70,15 +70,13 @@ __device__ __forceinline__ void trap_unless_smem_holds(const uint8_t* smem) {
 }
 
 // Dequantizes K group g (64 wide) of this warp's 16 weight rows from the stage at w_warp / s_warp into the
-// wgmma A fragments and issues the group's four wgmmas on the activation slice at act_base (one commit
+// wgmma A fragments and issues the group's four wgmmas on the activations of descriptor act_desc (one commit
 // group). The caller waits for it (wgmma::wait) before it reuses the A registers' next group.
 // Warpgroup wg = warps 4wg..4wg+3 = weight rows 64wg..64wg+63: warp w's dequantized fragments are the wgmma A
 // fragment of rows 16w..16w+15 unchanged. scale_first = 0 starts the accumulators afresh (an item's first k16 step).
 template <class Cfg>
-__device__ __forceinline__ void wgmma_group(const uint8_t* w_warp, const uint8_t* s_warp, uint32_t act_base, int g,
+__device__ __forceinline__ void wgmma_group(const uint4 wq, const uint2 sq, uint64_t act_desc, int g,
                                             float (&accw)[Cfg::kBlockM / 2], int scale_first) {
-  const uint4 wq = *reinterpret_cast<const uint4*>(w_warp + g * pack::kWeightGroupBytes);
-  const uint2 sq = *reinterpret_cast<const uint2*>(s_warp + g * pack::kScaleGroupBytes);
   const uint32_t words[4] = {wq.x, wq.y, wq.z, wq.w};
   uint32_t a[4][4];
 #pragma unroll
@@ -87,13 +85,18 @@ __device__ __forceinline__ void wgmma_group(const uint8_t* w_warp, const uint8_t
     dequant_a_fragment<0>(words[2 * h], s_g, s_g8, a[2 * h]);
     dequant_a_fragment<1>(words[2 * h + 1], s_g, s_g8, a[2 * h + 1]);
   }
-  const uint32_t slice = act_base + static_cast<uint32_t>(g * Cfg::kSmem.act_slice_bytes);
   uint64_t desc[4];
 #pragma unroll
-  for (int s = 0; s < 4; ++s) desc[s] = wgmma::desc_k_major_sw128(slice + s * 32);
+  for (int s = 0; s < 4; ++s) desc[s] = wgmma::desc_advance(act_desc, g * Cfg::kSmem.act_slice_bytes + s * 32);
   wgmma::fence();
   wgmma_k64<Cfg::kBlockM>(accw, a, desc, scale_first);
   wgmma::commit();
+}
+template <class Cfg>
+__device__ __forceinline__ void wgmma_group(const uint8_t* w_warp, const uint8_t* s_warp, uint64_t act_desc, int g,
+                                            float (&accw)[Cfg::kBlockM / 2], int scale_first) {
+  wgmma_group<Cfg>(*reinterpret_cast<const uint4*>(w_warp + g * pack::kWeightGroupBytes),
+                   *reinterpret_cast<const uint2*>(s_warp + g * pack::kScaleGroupBytes), act_desc, g, accw, scale_first);
 }
 
 // The epilogue of one work item (N tile nt, K range q of expert e's chunk: rows row0 .. row0 + rows - 1),
@@ -356,6 +359,7 @@ __device__ __forceinline__ void moe_gemm_body(const MoeGemmParams& p, const Rout
 
   // ---- consumer state: the item whose K steps the warps are multiplying ------------------------------
   int cons_item = blockIdx.x, cons_kt = 0, cons_e = 0, cons_row0 = 0, cons_rows = 0;
+  int slot = 0;  // st % kStages, advanced step by step (no division in the K loop)
   for (int st = 0; st < total_steps; ++st) {
     if (cons_kt == 0) {
       const int chunk = cons_item / splits / n_tiles;
@@ -372,19 +376,21 @@ __device__ __forceinline__ void moe_gemm_body(const MoeGemmParams& p, const Rout
     ptx::cp_async_wait<kAhead - 1>();
     if constexpr (Cfg::kWgmma) wgmma::fence_proxy_async_shared();  // this thread's copies -> the tensor cores' reads
     __syncthreads();  // step st has landed for every thread; slot (st - 1) % kStages is free again
-    if (st + kAhead < total_steps) produce((st + kAhead) % kStages, true, true);
+    // Step st + kAhead refills slot (st + kStages - 1) % kStages, the one step st - 1 used.
+    if (st + kAhead < total_steps) produce(slot == 0 ? kStages - 1 : slot - 1, true, true);
     ptx::cp_async_commit();
 
-    const uint8_t* s_base = smem + (st % kStages) * L.stage_bytes;
+    const uint8_t* s_base = smem + slot * L.stage_bytes;
+    if (++slot == kStages) slot = 0;
     const uint8_t* w_warp = s_base + L.weight_offset + warp * kGroups * pack::kWeightGroupBytes + lane * 16;
     const uint8_t* s_warp = s_base + L.scale_offset + warp * kGroups * pack::kScaleGroupBytes + (lane >> 2) * 8;
     if constexpr (Cfg::kWgmma) {
       // Group g's four wgmmas run while group g+1 is dequantized; wait<1> then frees group g's A registers
       // (and, at the stage's end, wait<0> its slot).
-      const uint32_t act_base = ptx::smem_addr(s_base + L.act_offset);
+      const uint64_t act_desc = wgmma::desc_k_major_sw128(ptx::smem_addr(s_base + L.act_offset));
 #pragma unroll
       for (int g = 0; g < kGroups; ++g) {
-        wgmma_group<Cfg>(w_warp, s_warp, act_base, g, accw, (cons_kt == 0 && g == 0) ? 0 : 1);
+        wgmma_group<Cfg>(w_warp, s_warp, act_desc, g, accw, (cons_kt == 0 && g == 0) ? 0 : 1);
         wgmma::wait<1>();
       }
       // This step's wgmmas are done before the next step's barrier lets its slot be refilled, and before

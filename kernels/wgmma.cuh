@@ -100,5 +100,10 @@ __device__ __forceinline__ void fence_proxy_async_shared() { asm volatile("fence
 __device__ __forceinline__ uint64_t desc_k_major_sw128(uint32_t smem_addr) {
   return (uint64_t{1} << 62) | (uint64_t{1024 >> 4} << 32) | (uint64_t{1} << 16) | ((smem_addr & 0x3FFFFu) >> 4);
 }
+// The descriptor of the operand `bytes` further on (a multiple of 16): the address field is the low 14 bits
+// and a shared-memory address >> 4 stays below 2^14 (228 KB), so a plain add cannot carry out of it. One
+// integer add per wgmma instead of re-encoding the address (mask, shift, or: three uniform-datapath
+// instructions more per wgmma, each an issue slot of the consumer warps).
+__device__ __forceinline__ uint64_t desc_advance(uint64_t desc, uint32_t bytes) { return desc + (bytes >> 4); }
 
 }  // namespace fp4moe::kernels::wgmma
