@@ -82,8 +82,7 @@ __device__ __forceinline__ void wgmma_group(const uint4 wq, const uint2 sq, uint
 #pragma unroll
   for (int h = 0; h < 2; ++h) {
     const uint32_t s_g = scale_pair2(sq.x, h), s_g8 = scale_pair2(sq.y, h);
-    dequant_a_fragment<0>(words[2 * h], s_g, s_g8, a[2 * h]);
-    dequant_a_fragment<1>(words[2 * h + 1], s_g, s_g8, a[2 * h + 1]);
+    dequant_a_fragments(words[2 * h], words[2 * h + 1], s_g, s_g8, a[2 * h], a[2 * h + 1]);
   }
   uint64_t desc[4];
 #pragma unroll
@@ -416,8 +415,7 @@ __device__ __forceinline__ void moe_gemm_body(const MoeGemmParams& p, const Rout
           }
           const uint32_t s_g = scale_pair2(sq.x, h), s_g8 = scale_pair2(sq.y, h);
           uint32_t a0[4], a1[4];
-          dequant_a_fragment<0>(words[2 * h], s_g, s_g8, a0);
-          dequant_a_fragment<1>(words[2 * h + 1], s_g, s_g8, a1);
+          dequant_a_fragments(words[2 * h], words[2 * h + 1], s_g, s_g8, a0, a1);
 #pragma unroll
           for (int j = 0; j < Cfg::kNTiles8; ++j) {
             if (j > 0 && j * 8 >= cons_rows) break;

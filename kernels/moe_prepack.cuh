@@ -48,17 +48,26 @@ __global__ void prepack_weights_kernel(PrepackParams p) {
   const int lane = static_cast<int>(in_group / 4), s = static_cast<int>(in_group % 4);
   const auto [e, r, g] = pack::group_coords(group, p.n, p.k);
   const int gl = lane / 4, t = lane % 4;
+  // The words of steps 2h and 2h+1 share bits (weight_pack.h): gather this word's from both steps' weights.
+  const int half = s & 1;
   uint32_t out = 0;
 #pragma unroll
-  for (int i = 0; i < 8; ++i) {
-    const int rho = gl + ((i >> 1) & 1) * 8;                          // w2,w3,w6,w7 are row g+8
-    const int64_t kk = g * 64 + s * 16 + 2 * t + (i & 1) + ((i >> 2) & 1) * 8;  // w4..w7 are k+8
-    const int64_t row = prepack_src_row(p, r, rho);
-    const int64_t src = (e * p.n + row) * (p.k / 2) + kk / 2;
-    uint32_t code = (kk & 1) ? (p.src_packed[src] >> 4) : (p.src_packed[src] & 0xF);
-    if (p.src_scales[(e * p.n + row) * (p.k / 16) + kk / 16] == 0) code = 0;  // zero scale: keep the product 0
+  for (int w = 0; w < 2; ++w) {
+    const int step = (s & ~1) + w;
 #pragma unroll
-    for (int b = 0; b < 4; ++b) out |= ((code >> (3 - b)) & 1u) << pack::bit_pos(i, b);
+    for (int i = 0; i < 8; ++i) {
+      const int rho = gl + ((i >> 1) & 1) * 8;                          // w2,w3,w6,w7 are row g+8
+      const int64_t kk = g * 64 + step * 16 + 2 * t + (i & 1) + ((i >> 2) & 1) * 8;  // w4..w7 are k+8
+      const int64_t row = prepack_src_row(p, r, rho);
+      const int64_t src = (e * p.n + row) * (p.k / 2) + kk / 2;
+      uint32_t code = (kk & 1) ? (p.src_packed[src] >> 4) : (p.src_packed[src] & 0xF);
+      if (p.src_scales[(e * p.n + row) * (p.k / 16) + kk / 16] == 0) code = 0;  // zero scale: keep the product 0
+#pragma unroll
+      for (int b = 0; b < 4; ++b) {
+        const int pos = pack::bit_pos(w, i, b);
+        if (pos / 32 == half) out |= ((code >> (3 - b)) & 1u) << (pos % 32);
+      }
+    }
   }
   reinterpret_cast<uint32_t*>(p.dst_weights)[w] = out;
 }

@@ -10,15 +10,23 @@
 
 namespace fp4moe::kernels {
 
-// Rotate right: funnel shift of a word with itself (one SHF instruction).
-__device__ __forceinline__ uint32_t ror(uint32_t x, int r) { return __funnelshift_r(x, x, r); }
+// Multipliers that ptxas cannot see as literals, so x * kMul[i] stays an IMAD on the FMA pipe. With a
+// literal power of two it emits some of these shifts, and the scale's multiply-add, as SHF or LEA on the
+// integer ALU, the pipe the dequantizer saturates with its LOP3s (ncu: ALU the busiest pipe). A __constant__
+// variable may be rewritten by the host (cudaMemcpyToSymbol), so its value is never folded. Measured against
+// literals on the H200: layer 0.2-1% faster at T >= 256, level below (2026-11-30e, call 4). Internal
+// linkage: one copy per translation unit; nothing writes it.
+static __constant__ uint32_t kMul[3] = {16u, 64u, 4u};  // x << 4, x << 6, x << 2
+
+// Rotate left: funnel shift of a word with itself (one SHF instruction).
+__device__ __forceinline__ uint32_t rotl(uint32_t x, int r) { return __funnelshift_l(x, x, r); }
 
 // Scales of two k16 steps (s0 = 2h, s1 = 2h + 1) of one row as a bf16x2 (S_s0, S_s1): prmt moves bytes
 // s0 and s1 of the 4 UE5M3 bytes into the two halves (selector 4 reads a zero byte from the second
-// operand), then byte * 16 + bias is the bf16 bit pattern of scale * 2^117 in each half (one LEA/IMAD).
+// operand), then byte * 16 + bias is the bf16 bit pattern of scale * 2^117 in each half (one IMAD).
 __device__ __forceinline__ uint32_t scale_pair2(uint32_t scale_bytes, int h) {
   const uint32_t sel = h == 0 ? 0x4140u : 0x4342u;
-  return ptx::prmt(scale_bytes, 0u, sel) * 16u + (pack::kScaleBf16Bias | (pack::kScaleBf16Bias << 16));
+  return ptx::prmt(scale_bytes, 0u, sel) * kMul[0] + (pack::kScaleBf16Bias | (pack::kScaleBf16Bias << 16));
 }
 
 // bf16x2 multiply by one half of `s` broadcast to both lanes; ptxas folds the broadcast into the
@@ -31,21 +39,23 @@ __device__ __forceinline__ uint32_t mul_by_half(uint32_t x, uint32_t s) {
   return *reinterpret_cast<const uint32_t*>(&r);
 }
 
-// 8 packed E2M1 weights -> the 4 bf16x2 registers of an A fragment, times their block scales.
-// s_g / s_g8: scale_pair2() of rows g and g+8; kHalf picks this step's scale. 7 integer-pipe ops (+2 shifts
-// that can issue as IMAD) + 4 bf16x2 multiplies for 8 weights.
-template <int kHalf>
-__device__ __forceinline__ void dequant_a_fragment(uint32_t q, uint32_t s_g, uint32_t s_g8, uint32_t (&a)[4]) {
+// The 16 packed E2M1 weights of k16 steps 2h and 2h+1 (words qa, qb; include/fp4moe/weight_pack.h) -> the
+// 4 bf16x2 registers of each step's A fragment, times their block scales. s_g / s_g8: scale_pair2() of rows
+// g and g+8 (half 0 = step 2h, half 1 = step 2h+1). 9 LOP3s and 3 rotations on the integer ALU, 4 IMADs and
+// 8 bf16x2 multiplies on the FMA pipe for 16 weights.
+__device__ __forceinline__ void dequant_a_fragments(uint32_t qa, uint32_t qb, uint32_t s_g, uint32_t s_g8,
+                                                    uint32_t (&a)[4], uint32_t (&b)[4]) {
   constexpr uint32_t M = pack::kPairMask;
-  const uint32_t p0 = q & M;
-  const uint32_t p1 = (q << 4) & M;
-  const uint32_t p2 = ror(q, 6) & M;
-  // ((q << 6) & kLastPairShl6) | ((q >> 2) & ~kLastPairShl6): truth table 0xE4 = (a & c) | (b & ~c).
-  const uint32_t p3 = ptx::lop3<0xE4>(q << 6, q >> 2, pack::kLastPairShl6) & M;
-  a[0] = mul_by_half<kHalf>(p0, s_g);
-  a[1] = mul_by_half<kHalf>(p1, s_g8);
-  a[2] = mul_by_half<kHalf>(p2, s_g);
-  a[3] = mul_by_half<kHalf>(p3, s_g8);
+  // The bits pairs 0..2 leave: a's in place, b's shifted left by 2; truth table 0xE4 = (a & c) | (b & ~c).
+  const uint32_t r = ptx::lop3<0xE4>(qa, qb * kMul[2], pack::kMergeMask);
+  a[0] = mul_by_half<0>(qa & M, s_g);
+  a[1] = mul_by_half<0>((qa * kMul[0]) & M, s_g8);
+  a[2] = mul_by_half<0>(rotl(qa, 10) & M, s_g);
+  a[3] = mul_by_half<0>((r * kMul[1]) & M, s_g8);
+  b[0] = mul_by_half<1>(qb & M, s_g);
+  b[1] = mul_by_half<1>((qb * kMul[0]) & M, s_g8);
+  b[2] = mul_by_half<1>(rotl(qb, 10) & M, s_g);
+  b[3] = mul_by_half<1>(rotl(r, 12) & M, s_g8);
 }
 
 }  // namespace fp4moe::kernels

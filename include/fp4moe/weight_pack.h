@@ -13,23 +13,36 @@ namespace fp4moe::pack {
 //   w4,w5 = (row g,   k 2t+8, +9)   w6,w7 = (row g+8, k 2t+8, +9)     (g = lane/4, t = lane%4)
 // Each pair must land with its signs at bf16 bits 15/31 and its (e1 e0 m) at bits 8..6 / 24..22: a bf16
 // whose value is the E2M1 value times 2^-126 (exponent field = E2M1 exponent; zero stays zero, the E2M1
-// subnormal 0.5 becomes a bf16 subnormal). The 2^126 goes into the scale. The bits are placed so that
-//   pair 0 = q & kPairMask,  pair 1 = (q << 4) & kPairMask,  pair 2 = rotr(q, 6) & kPairMask,
-//   pair 3 = ((q << 6) & kLastPairShl6 | (q >> 2) & ~kLastPairShl6) & kPairMask,
-// which an exhaustive search over shift/rotate layouts found to need the fewest integer-pipe ops
-// (7; the left shifts can run as IMAD on the FMA pipe). The dequantizer is ALU-bound, so this matters.
-// bit_pos(i, b): bit position in the word of weight i's bit b (b = 0 sign, 1 e1, 2 e0, 3 m).
-FP4MOE_HD constexpr int bit_pos(int i, int b) {
-  constexpr int kPos[8][4] = {
-      {15, 8, 7, 6},   {31, 24, 23, 22},  // identity
-      {11, 4, 3, 2},   {27, 20, 19, 18},  // shifted left by 4
-      {21, 14, 13, 12}, {5, 30, 29, 28},  // rotated right by 6
-      {9, 10, 1, 0},   {25, 26, 17, 16},  // shifted left by 6 (sign, e0, m) and right by 2 (e1)
+// subnormal 0.5 becomes a bf16 subnormal). The 2^126 goes into the scale.
+// The words of k16 steps 2h and 2h+1 (a, b) are decoded together; their bits are placed so that
+//   pair 0 = a & kPairMask,  pair 1 = (a << 4) & kPairMask,  pair 2 = rotl(a, 10) & kPairMask   (same for b),
+//   r = (a & kMergeMask) | ((b << 2) & ~kMergeMask)   (the 8 bits of each word that pairs 0..2 leave),
+//   a's pair 3 = (r << 6) & kPairMask,   b's pair 3 = rotl(r, 12) & kPairMask.
+// 12 integer-ALU ops per 16 weights (9 LOP3, 3 rotations; the 4 left shifts run as IMAD on the FMA pipe),
+// the fewest a search over shift/rotate layouts of one and two words found (a word alone needs 7 per 8
+// weights: its fourth pair has to merge bits from two shifts). The dequantizer is ALU-bound (leaving 2 ALU
+// ops per 8 weights out sped the layer up 3-7% on the H200), so this matters.
+// bit_pos(w, i, b): where bit b (0 sign, 1 e1, 2 e0, 3 m) of weight i of word w (0 = a, 1 = b) lives:
+// bit pos % 32 of word pos / 32 of the pair.
+FP4MOE_HD constexpr int bit_pos(int w, int i, int b) {
+  constexpr int kPos[2][8][4] = {
+      {
+          {15, 8, 7, 6}, {31, 24, 23, 22},    // a & M
+          {11, 4, 3, 2}, {27, 20, 19, 18},    // a << 4
+          {5, 30, 29, 28}, {21, 14, 13, 12},  // rotl(a, 10)
+          {9, 32, 1, 0}, {25, 48, 17, 16},    // r << 6: bits of a (in kMergeMask) and of b << 2
+      },
+      {
+          {47, 40, 39, 38}, {63, 56, 55, 54},  // b & M
+          {43, 36, 35, 34}, {59, 52, 51, 50},  // b << 4
+          {37, 62, 61, 60}, {53, 46, 45, 44},  // rotl(b, 10)
+          {33, 58, 57, 26}, {49, 42, 41, 10},  // rotl(r, 12)
+      },
   };
-  return kPos[i][b];
+  return kPos[w][i][b];
 }
-inline constexpr uint32_t kPairMask = 0x81C081C0u;      // sign 15/31, bits 8..6 / 24..22
-inline constexpr uint32_t kLastPairShl6 = 0x80C080C0u;  // bits of the last pair taken from q << 6
+inline constexpr uint32_t kPairMask = 0x81C081C0u;   // sign 15/31, bits 8..6 / 24..22
+inline constexpr uint32_t kMergeMask = 0x06030603u;  // the bits of r taken from a (the rest from b << 2)
 
 // Tile order: expert e, 16-row tile r (N/16 of them), 64-wide K group g (K/64): 512 bytes
 // = 32 lanes x 16 bytes (4 words: k16 steps 0..3 of the group). Scales of the same (e, r, g): 64 bytes

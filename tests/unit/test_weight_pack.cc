@@ -15,22 +15,30 @@
 namespace fp4moe {
 namespace {
 
-uint32_t pack_word(const uint8_t (&codes)[8]) {
-  uint32_t w = 0;
-  for (int i = 0; i < 8; ++i)
-    for (int b = 0; b < 4; ++b) w |= ((codes[i] >> (3 - b)) & 1u) << pack::bit_pos(i, b);
-  return w;
+// The two words of k16 steps 2h and 2h+1 from their 16 codes (word w's weight i = codes[w][i]).
+void pack_words(const uint8_t (&codes)[2][8], uint32_t (&q)[2]) {
+  q[0] = q[1] = 0;
+  for (int w = 0; w < 2; ++w)
+    for (int i = 0; i < 8; ++i)
+      for (int b = 0; b < 4; ++b) {
+        const int pos = pack::bit_pos(w, i, b);
+        q[pos / 32] |= ((codes[w][i] >> (3 - b)) & 1u) << (pos % 32);
+      }
 }
 
-uint32_t rotr(uint32_t x, int r) { return (x >> r) | (x << (32 - r)); }
+uint32_t rotl(uint32_t x, int r) { return (x << r) | (x >> (32 - r)); }
 
-// The four bf16x2 registers as kernels/nvfp4_dequant_mma.cuh extracts them (before the scale multiply).
-void extract(uint32_t q, uint32_t (&p)[4]) {
+// The two words' bf16x2 registers as kernels/nvfp4_dequant_mma.cuh extracts them (before the scale multiply).
+void extract(const uint32_t (&q)[2], uint32_t (&p)[2][4]) {
   constexpr uint32_t M = pack::kPairMask;
-  p[0] = q & M;
-  p[1] = (q << 4) & M;
-  p[2] = rotr(q, 6) & M;
-  p[3] = (((q << 6) & pack::kLastPairShl6) | ((q >> 2) & ~pack::kLastPairShl6)) & M;
+  const uint32_t r = (q[0] & pack::kMergeMask) | ((q[1] << 2) & ~pack::kMergeMask);
+  for (int w = 0; w < 2; ++w) {
+    p[w][0] = q[w] & M;
+    p[w][1] = (q[w] << 4) & M;
+    p[w][2] = rotl(q[w], 10) & M;
+  }
+  p[0][3] = (r << 6) & M;
+  p[1][3] = rotl(r, 12) & M;
 }
 
 TEST(WeightPack, GroupCoordsInvertTheGroupOffsets) {
@@ -44,32 +52,37 @@ TEST(WeightPack, GroupCoordsInvertTheGroupOffsets) {
 
 TEST(WeightPack, BitLayoutIsABijection) {
   std::set<int> seen;
-  for (int i = 0; i < 8; ++i)
-    for (int b = 0; b < 4; ++b) {
-      const int p = pack::bit_pos(i, b);
-      ASSERT_GE(p, 0);
-      ASSERT_LT(p, 32);
-      ASSERT_TRUE(seen.insert(p).second) << "bit " << p << " used twice";
-    }
+  for (int w = 0; w < 2; ++w)
+    for (int i = 0; i < 8; ++i)
+      for (int b = 0; b < 4; ++b) {
+        const int p = pack::bit_pos(w, i, b);
+        ASSERT_GE(p, 0);
+        ASSERT_LT(p, 64);
+        ASSERT_TRUE(seen.insert(p).second) << "bit " << p << " used twice";
+      }
 }
 
 TEST(WeightPack, ExtractionGivesEveryCodeTimesTwoToTheMinus126InEveryPosition) {
   std::mt19937 rng(7);
   for (int trial = 0; trial < 4096; ++trial) {
-    uint8_t codes[8];
-    for (auto& c : codes) c = static_cast<uint8_t>(rng() & 0xF);
+    uint8_t codes[2][8];
+    for (auto& word : codes)
+      for (auto& c : word) c = static_cast<uint8_t>(rng() & 0xF);
     if (trial < 16)  // every code in every position
-      for (auto& c : codes) c = static_cast<uint8_t>(trial);
-    uint32_t p[4];
-    extract(pack_word(codes), p);
-    for (int pair = 0; pair < 4; ++pair)
-      for (int half = 0; half < 2; ++half) {
-        const uint8_t code = codes[2 * pair + half];
-        const float got = bf16_to_float(static_cast<uint16_t>(p[pair] >> (16 * half)));
-        const float want = std::ldexp(e2m1_to_float(code), -126);
-        ASSERT_EQ(got, want) << "code " << int(code) << " pair " << pair << " half " << half;
-        ASSERT_EQ(std::signbit(got), (code & 8) != 0) << "sign of code " << int(code);
-      }
+      for (auto& word : codes)
+        for (auto& c : word) c = static_cast<uint8_t>(trial);
+    uint32_t q[2], p[2][4];
+    pack_words(codes, q);
+    extract(q, p);
+    for (int w = 0; w < 2; ++w)
+      for (int pair = 0; pair < 4; ++pair)
+        for (int half = 0; half < 2; ++half) {
+          const uint8_t code = codes[w][2 * pair + half];
+          const float got = bf16_to_float(static_cast<uint16_t>(p[w][pair] >> (16 * half)));
+          const float want = std::ldexp(e2m1_to_float(code), -126);
+          ASSERT_EQ(got, want) << "code " << int(code) << " word " << w << " pair " << pair << " half " << half;
+          ASSERT_EQ(std::signbit(got), (code & 8) != 0) << "sign of code " << int(code);
+        }
   }
 }
 
