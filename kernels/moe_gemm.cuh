@@ -69,7 +69,8 @@ __device__ __forceinline__ void trap_unless_smem_holds(const uint8_t* smem) {
   if (kSwizzleAtoms && ptx::smem_addr(smem) % 1024 != 0) __trap();
 }
 
-// Dequantizes K group g (64 wide) of this warp's 16 weight rows from the stage at w_warp / s_warp into the
+// Dequantizes K group g (64 wide) of this warp's 16 weight rows (wq, sq: this lane's 16 weight bytes and 8 scale
+// bytes of the group, read from the stage; the second overload reads them at w_warp / s_warp) into the
 // wgmma A fragments and issues the group's four wgmmas on the activations of descriptor act_desc (one commit
 // group). The caller waits for it (wgmma::wait) before it reuses the A registers' next group.
 // Warpgroup wg = warps 4wg..4wg+3 = weight rows 64wg..64wg+63: warp w's dequantized fragments are the wgmma A
@@ -376,6 +377,7 @@ __device__ __forceinline__ void moe_gemm_body(const MoeGemmParams& p, const Rout
     if constexpr (Cfg::kWgmma) wgmma::fence_proxy_async_shared();  // this thread's copies -> the tensor cores' reads
     __syncthreads();  // step st has landed for every thread; slot (st - 1) % kStages is free again
     // Step st + kAhead refills slot (st + kStages - 1) % kStages, the one step st - 1 used.
+    static_assert(kAhead == kStages - 1, "the refill slot below is the previous step's");
     if (st + kAhead < total_steps) produce(slot == 0 ? kStages - 1 : slot - 1, true, true);
     ptx::cp_async_commit();
 

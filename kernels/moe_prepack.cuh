@@ -52,8 +52,8 @@ __global__ void prepack_weights_kernel(PrepackParams p) {
   const int half = s & 1;
   uint32_t out = 0;
 #pragma unroll
-  for (int w = 0; w < 2; ++w) {
-    const int step = (s & ~1) + w;
+  for (int wd = 0; wd < 2; ++wd) {  // word a (step s & ~1), then b
+    const int step = (s & ~1) + wd;
 #pragma unroll
     for (int i = 0; i < 8; ++i) {
       const int rho = gl + ((i >> 1) & 1) * 8;                          // w2,w3,w6,w7 are row g+8
@@ -64,7 +64,7 @@ __global__ void prepack_weights_kernel(PrepackParams p) {
       if (p.src_scales[(e * p.n + row) * (p.k / 16) + kk / 16] == 0) code = 0;  // zero scale: keep the product 0
 #pragma unroll
       for (int b = 0; b < 4; ++b) {
-        const int pos = pack::bit_pos(w, i, b);
+        const int pos = pack::bit_pos(wd, i, b);
         if (pos / 32 == half) out |= ((code >> (3 - b)) & 1u) << (pos % 32);
       }
     }

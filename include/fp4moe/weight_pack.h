@@ -8,7 +8,9 @@
 
 namespace fp4moe::pack {
 
-// One 32-bit word holds the 8 E2M1 weights a lane needs for one mma.m16n8k16 A fragment:
+// A lane's 8 E2M1 weights of one mma.m16n8k16 A fragment (k16 step s) live in 32-bit word s of its 16 bytes,
+// except that the words of steps 2h and 2h+1 trade two bits (bit_pos below: a's weights 6 and 7 keep their e1 in
+// word b, b's weights 6 and 7 their m in word a). The weights of a fragment:
 //   w0,w1 = (row g,   k 2t, 2t+1)   w2,w3 = (row g+8, k 2t, 2t+1)
 //   w4,w5 = (row g,   k 2t+8, +9)   w6,w7 = (row g+8, k 2t+8, +9)     (g = lane/4, t = lane%4)
 // Each pair must land with its signs at bf16 bits 15/31 and its (e1 e0 m) at bits 8..6 / 24..22: a bf16
@@ -45,7 +47,8 @@ inline constexpr uint32_t kPairMask = 0x81C081C0u;   // sign 15/31, bits 8..6 / 
 inline constexpr uint32_t kMergeMask = 0x06030603u;  // the bits of r taken from a (the rest from b << 2)
 
 // Tile order: expert e, 16-row tile r (N/16 of them), 64-wide K group g (K/64): 512 bytes
-// = 32 lanes x 16 bytes (4 words: k16 steps 0..3 of the group). Scales of the same (e, r, g): 64 bytes
+// = 32 lanes x 16 bytes (4 words: k16 steps 0..3 of the group, decoded as the pairs 0/1 and 2/3). Scales of
+// the same (e, r, g): 64 bytes
 // = lane group g (8) x {row g, row g+8} x 4 k16 steps, one byte each.
 inline constexpr int kGroupK = 64;
 inline constexpr int kWeightGroupBytes = 512;
