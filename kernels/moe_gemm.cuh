@@ -3,7 +3,6 @@
 // device-built list of (expert chunk, N tile, K split) work items; a cp.async pipeline runs across item boundaries.
 #pragma once
 
-#include <cooperative_groups.h>
 #include <cuda_bf16.h>
 
 #include <cstdint>
@@ -284,9 +283,7 @@ struct TileProducer {
 // warp_routing over `route` (registers, read with shuffles: every lookup is warp-uniform) instead of the
 // routing kernel's tables in global memory; gate_up's block 0 also writes route's tables, for the finalize
 // and MoeLayer::workspace_view.
-// kGridSync (down phase of moe_decode_kernel): the wait for gate_up's activations is a grid-wide barrier of a
-// cooperative launch instead of griddepcontrol.wait; every block reaches it, with or without work items.
-template <class Cfg, MoeEpilogue kEpi, bool kFusedRouting, bool kGridSync = false>
+template <class Cfg, MoeEpilogue kEpi, bool kFusedRouting>
 __device__ __forceinline__ void moe_gemm_body(const MoeGemmParams& p, const RoutingParams& route) {
   constexpr int kBN = Cfg::kBlockN, kBK = Cfg::kBlockK, kStages = Cfg::kStages;
   constexpr int kGroups = kBK / pack::kGroupK;  // 64-wide K groups per stage
@@ -342,11 +339,7 @@ __device__ __forceinline__ void moe_gemm_body(const MoeGemmParams& p, const Rout
 #pragma unroll
     for (int s = 0; s < kAhead; ++s)
       if (s < total_steps) produce(s, true, false);
-    if constexpr (kGridSync) {
-      cooperative_groups::this_grid().sync();  // every block's gate_up stores are visible after it
-    } else {
-      ptx::griddep_wait();
-    }
+    ptx::griddep_wait();
     ptx::griddep_launch_dependents();
     prod.item = blockIdx.x;
     prod.kt = 0;
@@ -446,24 +439,6 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocksPerSm) moe_gemm_
 #if defined(__CUDA_ARCH__)
   constexpr int kTarget = __CUDA_ARCH__ / 10 == 121 ? 120 : __CUDA_ARCH__ / 10;
   if constexpr (kTarget == Cfg::kArch) moe_gemm_body<Cfg, kEpi, kFusedRouting>(p, route);
-#endif
-}
-
-// Experimental (MoeLayerOptions::fused_decode, off by default; on the H200 bit-identical to the default path
-// but 2.4-7.0% slower): a decode step of at most kWarpRoutingMaxPairs pairs in one cooperative launch -- gate_up's work items, then, after each block
-// has issued its first down weight copies, a grid-wide barrier, then down's items. One launch and its ramp
-// fewer, and down's first weights stream while the last gate_up items finish (docs/design/persistent-decode.md).
-// Requires a cooperative launch of at most the co-resident blocks (cudaLaunchAttributeCooperative).
-template <class Cfg, MoeEpilogue kDownEpi>
-__global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocksPerSm)
-    moe_decode_kernel(const MoeGemmParams gate_up, const MoeGemmParams down, const RoutingParams route) {
-#if defined(__CUDA_ARCH__)
-  constexpr int kTarget = __CUDA_ARCH__ / 10 == 121 ? 120 : __CUDA_ARCH__ / 10;
-  if constexpr (kTarget == Cfg::kArch) {
-    moe_gemm_body<Cfg, MoeEpilogue::kSwiGLU, true>(gate_up, route);
-    __syncthreads();  // every warp is done with gate_up's stages before down's copies refill them
-    moe_gemm_body<Cfg, kDownEpi, true, true>(down, route);
-  }
 #endif
 }
 

@@ -19,8 +19,6 @@ MoeKernelSet make_set() {
     s.gate_up_fused = kernels::moe_gemm_kernel<C, MoeEpilogue::kSwiGLU, true>;
     s.down_store_fused = kernels::moe_gemm_kernel<C, MoeEpilogue::kFinalizeStore, true>;
     s.down_atomic_fused = kernels::moe_gemm_kernel<C, MoeEpilogue::kFinalizeAtomic, true>;
-    s.decode_store = kernels::moe_decode_kernel<C, MoeEpilogue::kFinalizeStore>;
-    s.decode_atomic = kernels::moe_decode_kernel<C, MoeEpilogue::kFinalizeAtomic>;
   }
   return s;
 }

@@ -10,7 +10,6 @@
 namespace fp4moe::detail {
 
 using GemmKernelFn = void (*)(const kernels::MoeGemmParams, const kernels::RoutingParams);
-using DecodeKernelFn = void (*)(const kernels::MoeGemmParams, const kernels::MoeGemmParams, const kernels::RoutingParams);
 
 struct MoeKernelSet {
   int block_m, block_n, block_k, stages, arch, threads;
@@ -19,8 +18,6 @@ struct MoeKernelSet {
   GemmKernelFn gate_up, down_store, down_atomic;
   // The same with kFusedRouting (routing of at most 32 pairs inside the GEMMs); nullptr where not built.
   GemmKernelFn gate_up_fused = nullptr, down_store_fused = nullptr, down_atomic_fused = nullptr;
-  // gate_up and down in one cooperative launch (moe_decode_kernel; experimental), where the fused ones are built.
-  DecodeKernelFn decode_store = nullptr, decode_atomic = nullptr;
   // A producer warpgroup and block_n / 64 consumer warpgroups per block, one block per SM
   // (kernels/moe_gemm_ws.cuh); the layer prefers it for its block_m unless MoeLayerOptions::warp_specialized is off.
   bool warp_specialized = false;

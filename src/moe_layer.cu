@@ -64,39 +64,22 @@ WorkspaceLayout workspace_layout(const MoeShape& s, FinalizeMode mode, int64_t t
   return w;
 }
 
-// How a kernel is launched: in plain stream order; as a programmatic dependent launch (sm_90+) of the kernel
-// enqueued just before it, which may start while that one drains and waits inside for its results
-// (kernels/ptx.cuh, griddepcontrol); or as a cooperative grid (every block co-resident, so a grid-wide barrier
-// cannot deadlock; the launch fails instead when `grid` blocks cannot be resident at once).
-enum class LaunchKind { kPlain, kProgrammatic, kCooperative };
-
+// Launches `kernel`; with `pdl` as a programmatic dependent launch (sm_90+) of the kernel enqueued just before
+// it: it may start while that one drains and waits inside for its results (kernels/ptx.cuh, griddepcontrol).
 template <class... KArgs, class... Args>
-cudaError_t launch_as(LaunchKind kind, void (*kernel)(KArgs...), int64_t grid, int block, int64_t smem,
-                      cudaStream_t stream, Args&&... args) {
+cudaError_t launch(void (*kernel)(KArgs...), int64_t grid, int block, int64_t smem, cudaStream_t stream, bool pdl,
+                   Args&&... args) {
   cudaLaunchConfig_t cfg{};
   cfg.gridDim = dim3(static_cast<unsigned>(grid));
   cfg.blockDim = dim3(static_cast<unsigned>(block));
   cfg.dynamicSmemBytes = static_cast<size_t>(smem);
   cfg.stream = stream;
   cudaLaunchAttribute attr{};
-  if (kind == LaunchKind::kCooperative) {
-    attr.id = cudaLaunchAttributeCooperative;
-    attr.val.cooperative = 1;
-  } else {
-    attr.id = cudaLaunchAttributeProgrammaticStreamSerialization;
-    attr.val.programmaticStreamSerializationAllowed = 1;
-  }
+  attr.id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attr.val.programmaticStreamSerializationAllowed = 1;
   cfg.attrs = &attr;
-  cfg.numAttrs = kind == LaunchKind::kPlain ? 0 : 1;
+  cfg.numAttrs = pdl ? 1 : 0;
   return cudaLaunchKernelEx(&cfg, kernel, std::forward<Args>(args)...);
-}
-
-// Launches `kernel`, as a programmatic dependent launch when `pdl`.
-template <class... KArgs, class... Args>
-cudaError_t launch(void (*kernel)(KArgs...), int64_t grid, int block, int64_t smem, cudaStream_t stream, bool pdl,
-                   Args&&... args) {
-  return launch_as(pdl ? LaunchKind::kProgrammatic : LaunchKind::kPlain, kernel, grid, block, smem, stream,
-                   std::forward<Args>(args)...);
 }
 
 std::string shape_str(const MoeShape& s) {
@@ -120,7 +103,6 @@ struct MoeLayer::Impl {
   struct Sel {
     const detail::MoeKernelSet* set;
     int blocks;  // persistent grid: resident blocks per SM x SMs
-    int decode_blocks = 0;  // moe_decode_kernel's co-resident blocks (cooperative grid); 0 = not built / not used
   };
   std::vector<Sel> sels;  // one per block_m, for this device's architecture
   std::map<int64_t, TunedChoice> tuned;  // tokens bucket -> block_m and down K splits, from a tuning cache
@@ -225,20 +207,6 @@ Status MoeLayer::init(const MoeShape& shape, const MoeLayerOptions& options, con
       return Status(StatusCode::kResourceExhausted,
                     "kernel config block_m=" + std::to_string(set.block_m) + " cannot be resident on this GPU");
     sel.blocks = occ * impl->sms;
-    if (options.fused_decode && set.decode_store != nullptr) {
-      int docc = 1 << 30;
-      for (auto fn : {set.decode_store, set.decode_atomic}) {
-        FP4MOE_CUDA_TRY(cudaFuncSetAttribute(reinterpret_cast<const void*>(fn),
-                                             cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(set.smem_bytes)));
-        int o = 0;
-        FP4MOE_CUDA_TRY(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&o, reinterpret_cast<const void*>(fn), set.threads,
-                                                                      set.smem_bytes));
-        docc = std::min(docc, o);
-      }
-      int coop = 0;
-      FP4MOE_CUDA_TRY(cudaDeviceGetAttribute(&coop, cudaDevAttrCooperativeLaunch, impl->device));
-      sel.decode_blocks = coop && docc >= 1 ? std::min(docc, occ) * impl->sms : 0;
-    }
     impl->sels.push_back(sel);
   }
   if (impl->sels.empty())
@@ -405,9 +373,7 @@ std::string MoeLayer::describe(int64_t num_tokens) const {
                               : std::string()) +
          "down K in " +
          std::to_string(down_k_splits_for(num_tokens)) + " split(s), " +
-         (fuses_routing(num_tokens) ? (s->decode_blocks > 0 ? "routing inside the GEMMs, both GEMMs in one cooperative launch, "
-                                                            : "routing inside the GEMMs, ")
-                                    : "") +
+         (fuses_routing(num_tokens) ? "routing inside the GEMMs, " : "") +
          (impl_->options.finalize == FinalizeMode::kDeterministic ? "deterministic" : "atomic") + " finalize";
 }
 
@@ -551,32 +517,22 @@ Status MoeLayer::run(const MoeForwardArgs& a, void* workspace, size_t workspace_
   dn.partial_out = partial;
   dn.k_splits = splits;
   dn.split_stride = a.num_tokens * s.top_k * s.hidden;
-  // Experimental (MoeLayerOptions::fused_decode): both GEMMs in one cooperative launch.
-  const bool one_launch = fused_routing && (phases & kPhaseDown) && sel->decode_blocks > 0;
-  if (one_launch) {
-    FP4MOE_CUDA_TRY(launch_as(LaunchKind::kCooperative, det ? ks.decode_store : ks.decode_atomic, sel->decode_blocks,
-                              ks.threads, ks.smem_bytes, stream, gu, dn, r));
-  } else {
-    if (phases & kPhaseGateUp)
-      FP4MOE_CUDA_TRY(launch(fused_routing ? ks.gate_up_fused : ks.gate_up, sel->blocks, ks.threads, ks.smem_bytes,
-                             stream, pdl_ok && (phases & kPhaseRouting) && !fused_routing, gu, r));
-    if (phases & kPhaseDown) {
-      const auto down = fused_routing ? (det ? ks.down_store_fused : ks.down_atomic_fused) : (det ? ks.down_store : ks.down_atomic);
-      FP4MOE_CUDA_TRY(launch(down, sel->blocks, ks.threads, ks.smem_bytes, stream, pdl_ok && (phases & kPhaseGateUp), dn, r));
-    }
-  }
+  if (phases & kPhaseGateUp)
+    FP4MOE_CUDA_TRY(launch(fused_routing ? ks.gate_up_fused : ks.gate_up, sel->blocks, ks.threads, ks.smem_bytes,
+                           stream, pdl_ok && (phases & kPhaseRouting) && !fused_routing, gu, r));
   if (phases & kPhaseDown) {
+    const auto down = fused_routing ? (det ? ks.down_store_fused : ks.down_atomic_fused) : (det ? ks.down_store : ks.down_atomic);
+    FP4MOE_CUDA_TRY(launch(down, sel->blocks, ks.threads, ks.smem_bytes, stream, pdl_ok && (phases & kPhaseGateUp), dn, r));
     auto* out = static_cast<__nv_bfloat16*>(a.output);
-    const bool pdl_finalize = pdl_ok && !one_launch;  // (after a cooperative launch: plain stream order)
     if (det) {
       const int64_t n = a.num_tokens * (s.hidden / 4);
-      FP4MOE_CUDA_TRY(launch(kernels::moe_finalize_gather_kernel, ceil_div(n, 256), 256, 0, stream, pdl_finalize,
+      FP4MOE_CUDA_TRY(launch(kernels::moe_finalize_gather_kernel, ceil_div(n, 256), 256, 0, stream, pdl_ok,
                              static_cast<const float*>(partial), static_cast<int32_t>(splits), dn.split_stride,
                              static_cast<const int32_t*>(i32(L.inv)), static_cast<int32_t>(a.num_tokens),
                              static_cast<int32_t>(s.top_k), static_cast<int32_t>(s.hidden), out));
     } else {
       const int64_t n = a.num_tokens * s.hidden;
-      FP4MOE_CUDA_TRY(launch(kernels::moe_finalize_convert_kernel, ceil_div(n / 8, 256), 256, 0, stream, pdl_finalize,
+      FP4MOE_CUDA_TRY(launch(kernels::moe_finalize_convert_kernel, ceil_div(n / 8, 256), 256, 0, stream, pdl_ok,
                              static_cast<const float*>(partial), n, out));
     }
   }

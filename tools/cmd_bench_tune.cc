@@ -27,7 +27,6 @@ struct BenchOpts {
   std::vector<int64_t> tokens = {1, 8, 64, 256, 512, 1024, 2048, 4096};
   double zipf_s = 1.2;
   int block_m = 0, iters = 20;
-  bool fused_decode = false;  // also time the experimental one-launch decode
   bool no_warp_specialized = false;  // MoeLayerOptions::warp_specialized off
   std::vector<int> down_k_splits;  // empty: the layer's choice
   std::string* json_text = nullptr;  // also hand the JSON to the caller (report)
@@ -83,7 +82,6 @@ int run_bench(const BenchOpts& o) {
   b.routing = o.routing;
   b.zipf_s = o.zipf_s;
   b.min_iters = o.iters;
-  b.fused_decode = o.fused_decode;
   b.warp_specialized = !o.no_warp_specialized;
   if (o.block_m) b.block_ms = {o.block_m};
   b.down_k_splits = o.down_k_splits;
@@ -239,8 +237,6 @@ void add_bench_and_tune(CLI::App& app, int* rc) {
   bench->add_option("--down-k-splits", b->down_k_splits,
                     "also time these down-GEMM K split counts per block_m, e.g. 1 2 4 (default: the layer's choice)")
       ->check(CLI::IsMember({1, 2, 4, 8}));
-  bench->add_flag("--fused-decode", b->fused_decode,
-                  "also time the experimental one-launch decode (MoeLayerOptions::fused_decode) where it applies");
   bench->add_option("--iters", b->iters, "timed runs per measurement (median)")->check(CLI::Range(5, 1000))->capture_default_str();
   bench->add_option("--json", b->json, "write the results as JSON");
   bench->add_option("--csv", b->csv, "write the results as CSV");

@@ -97,7 +97,7 @@ Status run_moe_bench(const MoeBenchOptions& o, MoeBenchDevice* dev, std::vector<
   }
 
   // Weights: random NVFP4 codes and scales in the checkpoint layout, prepacked by the layer.
-  MoeLayer layer, layer_plain, layer_atomic, layer_unfused, layer_decode, layer_other_ws;
+  MoeLayer layer, layer_plain, layer_atomic, layer_unfused, layer_other_ws;
   MoeLayerOptions base;
   if (!o.use_tuning_cache) base.tuning_cache = "none";
   base.warp_specialized = o.warp_specialized;
@@ -129,11 +129,6 @@ Status run_moe_bench(const MoeBenchOptions& o, MoeBenchDevice* dev, std::vector<
       atomic.finalize = FinalizeMode::kAtomic;
       unfused.fuse_small_routing = false;
       FP4MOE_RETURN_IF_ERROR(layer_unfused.init(o.shape, unfused, w13, w2, nullptr));
-      if (o.fused_decode) {
-        MoeLayerOptions decode = base;
-        decode.fused_decode = true;
-        FP4MOE_RETURN_IF_ERROR(layer_decode.init(o.shape, decode, w13, w2, nullptr));
-      }
       FP4MOE_RETURN_IF_ERROR(layer_plain.init(o.shape, plain, w13, w2, nullptr));
       FP4MOE_RETURN_IF_ERROR(layer_atomic.init(o.shape, atomic, w13, w2, nullptr));
     }
@@ -242,10 +237,7 @@ Status run_moe_bench(const MoeBenchOptions& o, MoeBenchDevice* dev, std::vector<
       r.layer_atomic_us = phase(kPhaseAll, layer_atomic).median_us;
       if (layer.runs_warp_specialized(T, r.block_m) != layer_other_ws.runs_warp_specialized(T, r.block_m))
         r.layer_other_ws_us = phase(kPhaseAll, layer_other_ws).median_us;
-      if (layer.fuses_routing(T, r.block_m)) {
-        r.layer_unfused_us = phase(kPhaseAll, layer_unfused).median_us;
-        if (o.fused_decode) r.layer_decode_us = phase(kPhaseAll, layer_decode).median_us;
-      }
+      if (layer.fuses_routing(T, r.block_m)) r.layer_unfused_us = phase(kPhaseAll, layer_unfused).median_us;
       FP4MOE_RETURN_IF_ERROR(failed);
     }
     FP4MOE_RETURN_IF_ERROR(layer.check(ws[0].p, nullptr));
@@ -336,9 +328,6 @@ void print_moe_bench(const MoeBenchOptions& o, const MoeBenchDevice& dev, const 
     if (r.layer_unfused_us > 0)
       std::fprintf(f, ", with the routing kernel (not fused) %.1f us (%+.1f%%)", r.layer_unfused_us,
                    100.0 * (r.layer_unfused_us / r.layer_us - 1.0));
-    if (r.layer_decode_us > 0)
-      std::fprintf(f, ", gate_up and down in one cooperative launch (fused_decode, experimental) %.1f us (%+.1f%%)",
-                   r.layer_decode_us, 100.0 * (r.layer_decode_us / r.layer_us - 1.0));
     std::fprintf(f, "\n");
   }
   const MoeShape& s = o.shape;
@@ -388,7 +377,7 @@ std::string moe_bench_json(const MoeBenchOptions& o, const MoeBenchDevice& dev, 
                    {"flop_per_byte", r.flop_per_byte}, {"cublas_gate_up_us", r.cublas_gate_up_us},
                    {"cublas_us", r.cublas_us}, {"projected_tokens_per_s", r.tokens_per_s},
                    {"layer_plain_launch_us", r.layer_plain_us}, {"layer_atomic_finalize_us", r.layer_atomic_us},
-                   {"layer_unfused_routing_us", r.layer_unfused_us}, {"layer_other_warp_specialized_us", r.layer_other_ws_us}, {"layer_fused_decode_us", r.layer_decode_us},
+                   {"layer_unfused_routing_us", r.layer_unfused_us}, {"layer_other_warp_specialized_us", r.layer_other_ws_us},
                    {"down_k_splits", r.down_k_splits},
                    {"pct_compute_roof", dev.cublas_tflops > 0 ? 100.0 * r.tflops / dev.cublas_tflops : 0.0},
                    {"bound", dev.read_gbs <= 0 || dev.cublas_tflops <= 0 ? "unknown"

@@ -24,7 +24,6 @@ struct MoeBenchOptions {
   bool use_tuning_cache = true;        // false: the layer ignores any tuning cache (the tuner compares with the heuristic)
   bool baselines = true;               // read/copy bandwidth and cuBLAS (off for tuning)
   bool phases = true;                  // also time routing, gate_up and down alone
-  bool fused_decode = false;           // also time the experimental one-launch decode (MoeLayerOptions::fused_decode)
   bool warp_specialized = true;        // MoeLayerOptions::warp_specialized of the layers timed (the per-T note
                                        // also times the other setting where it changes the kernels)
   int min_iters = 20;                  // timed runs per measurement (median)
@@ -55,7 +54,6 @@ struct MoeBenchRow {
   // The layer at the same block_m without programmatic dependent launch, and with the atomic finalize
   // (both timed when phases are; 0 otherwise).
   double layer_plain_us = 0, layer_atomic_us = 0;
-  double layer_decode_us = 0;   // with MoeLayerOptions::fused_decode (one cooperative launch) where it applies, else 0
   double layer_other_ws_us = 0;  // with MoeLayerOptions::warp_specialized flipped where that changes the kernels, else 0
   double layer_unfused_us = 0;  // with the routing kernel where the fastest config fuses routing (MoeLayer::fuses_routing), else 0
   double tokens_per_s = 0;  // projected: T / (layer time x MoE layers)

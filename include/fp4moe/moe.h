@@ -62,10 +62,6 @@ struct MoeLayerOptions {
   // decode tile (block_m <= 16): the GEMM kernels route the pairs themselves, in registers, instead of a
   // routing kernel launched before them. Off: always the routing kernel (same tables and results, bit for bit).
   bool fuse_small_routing = true;
-  // Experimental, off: where routing is fused (above), gate_up and down run as one cooperative launch with a
-  // grid-wide barrier between them (docs/design/persistent-decode.md). Bit-identical to the default path (GPU
-  // test), but 2.4-7.0% slower at T = 1..4 on the H200 (docs/perf/moe-decode.md), hence off.
-  bool fused_decode = false;
   // sm_90: the 32- and 64-token tiles run warp-specialized kernels (kernels/moe_gemm_ws.cuh: one block per SM,
   // a producer warpgroup issuing every copy, four consumer warpgroups for 256 weight rows, mbarriers between
   // them); 8-27% faster on the H200 at T = 512..4096 (docs/perf/moe-decode.md). Off: the 2-blocks-per-SM

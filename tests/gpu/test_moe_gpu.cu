@@ -209,48 +209,6 @@ TEST(MoeGpu, FusedSmallRoutingMatchesTheRoutingKernel) {
   }
 }
 
-// Experimental MoeLayerOptions::fused_decode (gate_up and down in one cooperative launch with a grid-wide
-// barrier): the default path's output, tables and error report bit for bit, and so the reference's; one case
-// also through a CUDA graph.
-TEST(MoeGpu, FusedDecodeOneLaunchMatchesTwoLaunches) {
-  FP4MOE_SKIP_WITHOUT_GPU();
-  const Case cases[] = {
-      Case{1, 64, 512, 512, 8, Routing::kUniform, 0, FinalizeMode::kDeterministic, true, false, 2},
-      Case{4, 16, 256, 512, 8, Routing::kWithBadIds},
-      Case{32, 8, 512, 256, 1, Routing::kSkewed, 0, FinalizeMode::kAtomic},  // k = 1: one atomic term per output
-      Case{2, 300, 256, 512, 8, Routing::kOneExpert, 16},
-  };
-  for (const Case& c : cases) {
-    SCOPED_TRACE(c.name());
-    Problem p;
-    run_case(c, &p);
-    if (HasFatalFailure()) return;
-    const auto two_out = p.out.download<uint16_t>(static_cast<size_t>(c.T * c.H));
-    const auto two_tables = routing_tables(p.layer, p);
-    const Status two_check = p.layer.check(p.ws.get(), nullptr);
-    MoeLayerOptions o = testing::options_for(c);
-    o.fused_decode = true;
-    MoeLayer one;
-    ASSERT_TRUE(one.init(MoeShape{c.E, c.H, c.I, c.k}, o, p.w13.device(), p.w2.device(), nullptr).is_ok());
-    ASSERT_NE(one.describe(c.T).find("one cooperative launch"), std::string::npos) << one.describe(c.T);
-    ASSERT_TRUE(p.out.poison(0xFF) && p.ws.poison(0xFF));
-    const Status st = one.run(p.args(), p.ws.get(), p.ws.bytes(), nullptr);
-    ASSERT_TRUE(st.is_ok()) << st.to_string();
-    ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
-    EXPECT_EQ(p.out.download<uint16_t>(two_out.size()), two_out) << "one launch and two launches differ";
-    EXPECT_EQ(routing_tables(one, p), two_tables);
-    const Status one_check = one.check(p.ws.get(), nullptr);
-    EXPECT_EQ(one_check.to_string(), two_check.to_string());
-    if (c.T == 1) {  // captured in a CUDA graph (a cooperative kernel node) and replayed twice
-      std::swap(p.layer, one);
-      std::vector<uint16_t> replayed;
-      graph_replay(p, 2, &replayed);
-      std::swap(p.layer, one);
-      EXPECT_EQ(replayed, two_out) << "graph replay of the one-launch path differs";
-    }
-  }
-}
-
 // sm_90's 32- and 64-token tiles both ways: the warp-specialized kernels (the default) and the 2-blocks-per-SM
 // ones (MoeLayerOptions::warp_specialized off), against the reference: several items per block, both finalize
 // modes, a split down K, skewed and one-expert routing, both gate/up orders; then a bit-identical rerun.
