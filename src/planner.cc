@@ -143,13 +143,18 @@ KernelPlan plan_one(const std::string& gemm, int64_t n, int64_t k, int bm, int b
   p.block_m = bm, p.block_n = bn, p.block_k = bk;
   p.limit = a.smem_per_block;
   p.warp_specialized = ws;
-  if (ws) {
-    p.stages = stages ? *stages : moe_gemm_ws_planned_stages(bm, bn, bk, a.cc);
-    p.smem = moe_gemm_ws_smem_layout(bm, bn, bk, std::max(p.stages, 1));
-  } else {
-    p.stages = stages ? *stages : moe_gemm_planned_stages(bm, bn, bk, a.cc, target_blocks);
-    p.smem = moe_gemm_smem_layout(bm, bn, bk, std::max(p.stages, 1), moe_gemm_act_layout(a.cc, bm));
-  }
+  // The layout and stage-count functions of the kernel family (moe_gemm_config.h).
+  auto layout = [&](int n_stages) {
+    return ws ? moe_gemm_ws_smem_layout(bm, bn, bk, n_stages)
+              : moe_gemm_smem_layout(bm, bn, bk, n_stages, moe_gemm_act_layout(a.cc, bm));
+  };
+  auto max_stages = [&](int64_t budget) {
+    return ws ? moe_gemm_ws_max_stages(bm, bn, bk, budget)
+              : moe_gemm_max_stages(bm, bn, bk, budget, moe_gemm_act_layout(a.cc, bm));
+  };
+  p.stages = stages ? *stages
+                    : (ws ? moe_gemm_ws_planned_stages(bm, bn, bk, a.cc) : moe_gemm_planned_stages(bm, bn, bk, a.cc, target_blocks));
+  p.smem = layout(std::max(p.stages, 1));
   p.shipped = shipped;
   const int threads = bn / 16 * 32 + (ws ? kWsProducerThreads : 0);
   p.blocks_per_sm_smem = static_cast<int>(a.smem_per_sm / (p.smem.total + kReservedSmemPerBlock));
@@ -164,15 +169,10 @@ KernelPlan plan_one(const std::string& gemm, int64_t n, int64_t k, int bm, int b
                                                                         : " + row padding " + with_commas(L.act_padding) + ")") +
                             (L.barriers ? " + " + with_commas(L.barriers) + " B of mbarriers (warp-specialized)" : std::string());
   if (p.stages < 2) {
-    p.reason = "does not fit: even 2 stages need " +
-               with_commas(ws ? moe_gemm_ws_smem_layout(bm, bn, bk, 2).total
-                              : moe_gemm_smem_layout(bm, bn, bk, 2, moe_gemm_act_layout(a.cc, bm)).total) +
-               " B; limit " + with_commas(p.limit);
+    p.reason = "does not fit: even 2 stages need " + with_commas(layout(2).total) + " B; limit " + with_commas(p.limit);
   } else if (L.total > p.limit) {
     p.reason = "over by " + with_commas(L.total - p.limit) + ": needs " + parts + "; limit " + with_commas(p.limit) +
-               "; use " + std::to_string(ws ? moe_gemm_ws_max_stages(bm, bn, bk, p.limit)
-                                            : moe_gemm_max_stages(bm, bn, bk, p.limit, moe_gemm_act_layout(a.cc, bm))) +
-               " stages";
+               "; use " + std::to_string(max_stages(p.limit)) + " stages";
   } else if (n % bn != 0 || k % bk != 0) {
     p.reason = "tile does not divide the GEMM: N=" + std::to_string(n) + " % " + std::to_string(bn) + ", K=" +
                std::to_string(k) + " % " + std::to_string(bk);
