@@ -394,22 +394,22 @@ Status MoeLayer::can_implement(const MoeForwardArgs& a) const {
   if (a.num_tokens < 0) return invalid_argument("num_tokens must be >= 0, got " + std::to_string(a.num_tokens));
   if (a.num_tokens * impl_->shape.top_k > (int64_t{1} << 30))
     return invalid_argument("num_tokens * top_k must be below 2^30");
+  if (a.block_m != 0 && impl_->pick(a.block_m) == nullptr)
+    return invalid_argument("block_m " + std::to_string(a.block_m) + " is not a built-in config (8, 16, 32, 64)");
+  if (a.down_k_splits != 0 && !down_k_splits_supported(impl_->shape, a.down_k_splits))
+    return invalid_argument("down_k_splits must be 0 (the layer's choice) or 1, 2, 4 or 8 dividing intermediate / 256 = " +
+                            std::to_string(impl_->shape.intermediate / 256) + ", got " + std::to_string(a.down_k_splits));
   {
     // The GEMMs count work items (chunks x N tiles) in int32: bound them for the smallest chunk (8 rows).
     const MoeShape& s = impl_->shape;
     const int64_t pairs = a.num_tokens * s.top_k;
     const int64_t chunks = pairs / 8 + std::min(s.num_experts, pairs) + 1;
     const int64_t tiles = std::max(2 * s.intermediate, s.hidden) / 128;
-    const int splits = a.down_k_splits ? a.down_k_splits : down_k_splits_for(a.num_tokens);
-    if (chunks * tiles * std::max(1, splits) >= (int64_t{1} << 31))
+    const int splits = a.down_k_splits ? a.down_k_splits : down_k_splits_for(a.num_tokens);  // validated above
+    if (chunks * tiles * splits >= (int64_t{1} << 31))
       return invalid_argument("num_tokens " + std::to_string(a.num_tokens) +
                               " makes more than 2^31 GEMM work items for this shape; split the batch");
   }
-  if (a.block_m != 0 && impl_->pick(a.block_m) == nullptr)
-    return invalid_argument("block_m " + std::to_string(a.block_m) + " is not a built-in config (8, 16, 32, 64)");
-  if (a.down_k_splits != 0 && !down_k_splits_supported(impl_->shape, a.down_k_splits))
-    return invalid_argument("down_k_splits must be 0 (the layer's choice) or 1, 2, 4 or 8 dividing intermediate / 256 = " +
-                            std::to_string(impl_->shape.intermediate / 256) + ", got " + std::to_string(a.down_k_splits));
   if (a.num_tokens == 0) return Status::ok();
   FP4MOE_RETURN_IF_ERROR(detail::check_device_pointer(a.hidden, 16, "hidden"));
   FP4MOE_RETURN_IF_ERROR(detail::check_device_pointer(a.output, 16, "output"));
