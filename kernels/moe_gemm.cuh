@@ -76,13 +76,13 @@ __device__ __forceinline__ void trap_unless_smem_holds(const uint8_t* smem) {
 // fragment of rows 16w..16w+15 unchanged. scale_first = 0 starts the accumulators afresh (an item's first k16 step).
 template <class Cfg>
 __device__ __forceinline__ void wgmma_group(const uint4 wq, const uint2 sq, uint64_t act_desc, int g,
-                                            float (&accw)[Cfg::kBlockM / 2], int scale_first) {
+                                            float (&accw)[Cfg::kBlockM / 2], int scale_first, const DequantMul& mul) {
   const uint32_t words[4] = {wq.x, wq.y, wq.z, wq.w};
   uint32_t a[4][4];
 #pragma unroll
   for (int h = 0; h < 2; ++h) {
-    const uint32_t s_g = scale_pair2(sq.x, h), s_g8 = scale_pair2(sq.y, h);
-    dequant_a_fragments(words[2 * h], words[2 * h + 1], s_g, s_g8, a[2 * h], a[2 * h + 1]);
+    const uint32_t s_g = scale_pair2(sq.x, h, mul), s_g8 = scale_pair2(sq.y, h, mul);
+    dequant_a_fragments(words[2 * h], words[2 * h + 1], s_g, s_g8, mul, a[2 * h], a[2 * h + 1]);
   }
   uint64_t desc[4];
 #pragma unroll
@@ -93,9 +93,10 @@ __device__ __forceinline__ void wgmma_group(const uint4 wq, const uint2 sq, uint
 }
 template <class Cfg>
 __device__ __forceinline__ void wgmma_group(const uint8_t* w_warp, const uint8_t* s_warp, uint64_t act_desc, int g,
-                                            float (&accw)[Cfg::kBlockM / 2], int scale_first) {
+                                            float (&accw)[Cfg::kBlockM / 2], int scale_first, const DequantMul& mul) {
   wgmma_group<Cfg>(*reinterpret_cast<const uint4*>(w_warp + g * pack::kWeightGroupBytes),
-                   *reinterpret_cast<const uint2*>(s_warp + g * pack::kScaleGroupBytes), act_desc, g, accw, scale_first);
+                   *reinterpret_cast<const uint2*>(s_warp + g * pack::kScaleGroupBytes), act_desc, g, accw, scale_first,
+                   mul);
 }
 
 // The epilogue of one work item (N tile nt, K range q of expert e's chunk: rows row0 .. row0 + rows - 1),
@@ -132,8 +133,11 @@ __device__ __forceinline__ void store_item(const MoeGemmParams& p, const WarpRou
 #pragma unroll
     for (int c = 0; c < 2; ++c) {
       const int m = j * 8 + t4 * 2 + c;  // token row inside the chunk
-      [[maybe_unused]] int32_t fused_pair = 0;  // down: looked up before the branch (warp-uniform)
-      if constexpr (kFusedRouting && kEpi != MoeEpilogue::kSwiGLU) fused_pair = wr.pair(row0 + min(m, rows - 1));
+      // down: looked up before the branch (warp-uniform shuffles); the pair only for the atomic epilogue
+      [[maybe_unused]] int32_t fused_pair = 0;
+      [[maybe_unused]] float fused_weight = 0.0f;
+      if constexpr (kFusedRouting && kEpi != MoeEpilogue::kSwiGLU) fused_weight = wr.router_weight(row0 + min(m, rows - 1));
+      if constexpr (kFusedRouting && kEpi == MoeEpilogue::kFinalizeAtomic) fused_pair = wr.pair(row0 + min(m, rows - 1));
       // kLaneRows: row m's data from lane m % 32 (every lane shuffles, before the branch; j * 8 < 32 decides
       // the half for the whole warp, as t4 * 2 + c < 8).
       [[maybe_unused]] int32_t row_pair = 0;
@@ -164,7 +168,7 @@ __device__ __forceinline__ void store_item(const MoeGemmParams& p, const WarpRou
           weight = row_weight;
         } else {
           pair = kFusedRouting ? fused_pair : p.perm_pair[prow];
-          weight = p.topk_weights[pair];
+          weight = kFusedRouting ? fused_weight : p.topk_weights[pair];
         }
         const float scale = alpha * weight;
         const int64_t h0 = static_cast<int64_t>(nt) * kBN + warp * 16 + g8;
@@ -384,7 +388,7 @@ __device__ __forceinline__ void moe_gemm_body(const MoeGemmParams& p, const Rout
       const uint64_t act_desc = wgmma::desc_k_major_sw128(ptx::smem_addr(s_base + L.act_offset));
 #pragma unroll
       for (int g = 0; g < kGroups; ++g) {
-        wgmma_group<Cfg>(w_warp, s_warp, act_desc, g, accw, (cons_kt == 0 && g == 0) ? 0 : 1);
+        wgmma_group<Cfg>(w_warp, s_warp, act_desc, g, accw, (cons_kt == 0 && g == 0) ? 0 : 1, route.dequant_mul);
         wgmma::wait<1>();
       }
       // This step's wgmmas are done before the next step's barrier lets its slot be refilled, and before
@@ -408,9 +412,9 @@ __device__ __forceinline__ void moe_gemm_body(const MoeGemmParams& p, const Rout
             if (j > 0 && j * 8 >= cons_rows) break;  // n-tiles past the item's tokens: no loads, no MMAs
             ptx::ldmatrix_x4(b[j], x_lane + j * 8 * L.act_row_stride + (g * pack::kGroupK + h * 32) * 2);
           }
-          const uint32_t s_g = scale_pair2(sq.x, h), s_g8 = scale_pair2(sq.y, h);
+          const uint32_t s_g = scale_pair2(sq.x, h, route.dequant_mul), s_g8 = scale_pair2(sq.y, h, route.dequant_mul);
           uint32_t a0[4], a1[4];
-          dequant_a_fragments(words[2 * h], words[2 * h + 1], s_g, s_g8, a0, a1);
+          dequant_a_fragments(words[2 * h], words[2 * h + 1], s_g, s_g8, route.dequant_mul, a0, a1);
 #pragma unroll
           for (int j = 0; j < Cfg::kNTiles8; ++j) {
             if (j > 0 && j * 8 >= cons_rows) break;

@@ -14,7 +14,7 @@ namespace fp4moe::kernels {
 // stage's last wgmma group stays in flight while the next stage starts (moe_gemm_body drains every stage
 // before its block-wide barrier instead).
 template <class Cfg, MoeEpilogue kEpi>
-__device__ __forceinline__ void moe_gemm_ws_body(const MoeGemmParams& p) {
+__device__ __forceinline__ void moe_gemm_ws_body(const MoeGemmParams& p, const RoutingParams& route) {
   constexpr int kStages = Cfg::kStages, kGroups = Cfg::kBlockK / pack::kGroupK;
   constexpr MoeGemmSmemLayout L = Cfg::kSmem;
   extern __shared__ __align__(128) uint8_t smem[];  // (1024-byte aligned in practice: checked below)
@@ -129,7 +129,7 @@ __device__ __forceinline__ void moe_gemm_ws_body(const MoeGemmParams& p) {
       }
 #pragma unroll
       for (int g = 0; g < kGroups; ++g) {
-        wgmma_group<Cfg>(wq[g], sq[g], act_desc, g, accw, (kt == 0 && g == 0) ? 0 : 1);
+        wgmma_group<Cfg>(wq[g], sq[g], act_desc, g, accw, (kt == 0 && g == 0) ? 0 : 1, route.dequant_mul);
         wgmma::wait<1>();  // group g - 1 (or the previous stage's last group) has completed
         if (g == 0 && held >= 0) release(held);
       }
@@ -150,9 +150,9 @@ __device__ __forceinline__ void moe_gemm_ws_body(const MoeGemmParams& p) {
 
 // Compiled for sm_90a only (Cfg::kArch == 90); other targets get an empty kernel.
 template <class Cfg, MoeEpilogue kEpi>
-__global__ void __launch_bounds__(Cfg::kThreads, 1) moe_gemm_ws_kernel(const MoeGemmParams p, const RoutingParams) {
+__global__ void __launch_bounds__(Cfg::kThreads, 1) moe_gemm_ws_kernel(const MoeGemmParams p, const RoutingParams route) {
 #if defined(__CUDA_ARCH__)
-  if constexpr (__CUDA_ARCH__ / 10 == Cfg::kArch) moe_gemm_ws_body<Cfg, kEpi>(p);
+  if constexpr (__CUDA_ARCH__ / 10 == Cfg::kArch) moe_gemm_ws_body<Cfg, kEpi>(p, route);
 #endif
 }
 

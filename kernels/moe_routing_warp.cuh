@@ -4,6 +4,8 @@
 
 #include <cstdint>
 
+#include "kernels/nvfp4_dequant_mma.cuh"
+
 namespace fp4moe::kernels {
 
 inline constexpr uint32_t kErrBadExpertId = 1u;    // a topk id outside [0, E): that pair is skipped
@@ -23,6 +25,9 @@ struct RoutingParams {
   int32_t* chunk_start;         // [max_chunks] first permuted row
   int32_t* chunk_rows;          // [max_chunks] rows in the chunk (1..block_m)
   uint32_t* error_flags;        // [1], OR-ed
+  // Not routing: the NVFP4 dequantizer's multipliers (= kDequantMul), which every GEMM kernel reads from
+  // this, its second parameter (kernels/nvfp4_dequant_mma.cuh says why they are not literals).
+  DequantMul dequant_mul;
 };
 
 // Routing of at most 32 pairs (T * k <= 32: the decode steps of a few tokens) by one warp, in registers, for
@@ -34,10 +39,12 @@ inline constexpr int kWarpRoutingMaxPairs = 32;
 
 struct WarpRouting {
   int32_t perm = 0;                              // lane r < valid: pair index at permuted row r
+  float weight = 0.0f;                           // lane r < valid: that pair's router weight (the down epilogue's)
   int32_t c_expert = 0, c_start = 0, c_rows = 0;  // lane c < num_chunks: chunk c
   int32_t num_chunks = 0;
 
   __device__ __forceinline__ int32_t pair(int row) const { return __shfl_sync(0xFFFFFFFFu, perm, row); }
+  __device__ __forceinline__ float router_weight(int row) const { return __shfl_sync(0xFFFFFFFFu, weight, row); }
   __device__ __forceinline__ int32_t expert(int c) const { return __shfl_sync(0xFFFFFFFFu, c_expert, c); }
   __device__ __forceinline__ int32_t start(int c) const { return __shfl_sync(0xFFFFFFFFu, c_start, c); }
   __device__ __forceinline__ int32_t rows(int c) const { return __shfl_sync(0xFFFFFFFFu, c_rows, c); }
@@ -51,11 +58,12 @@ __device__ __forceinline__ WarpRouting warp_routing(const RoutingParams& p, bool
   const int E = p.num_experts;
   int32_t key = INT32_MAX;  // expert id of a valid pair; pairs past num_pairs and skipped pairs sort last
   uint32_t err = 0;
+  float lane_weight = 0.0f;  // pair `lane`'s router weight
   if (lane < p.num_pairs) {
     const int32_t e = p.topk_ids[lane];
-    const float w = p.topk_weights[lane];
+    lane_weight = p.topk_weights[lane];
     if (e < 0 || e >= E) err = kErrBadExpertId;
-    else if (!isfinite(w)) err = kErrBadRouterWeight;
+    else if (!isfinite(lane_weight)) err = kErrBadRouterWeight;
     else key = e;
   }
   const bool valid = key != INT32_MAX;
@@ -82,6 +90,9 @@ __device__ __forceinline__ WarpRouting warp_routing(const RoutingParams& p, bool
       my_rank = rj;
     }
   }
+  // Kept in permuted order, so the down epilogue reads its rows' weights with a shuffle, not from memory at
+  // the end of each work item (ncu, T=1: 3% of the down kernel's samples waited on that load).
+  w.weight = __shfl_sync(0xFFFFFFFFu, lane_weight, w.perm);
   // A chunk starts at row r where its pair's rank in the expert is a multiple of block_m; __fns (the n-th
   // set bit) finds chunk c's first row.
   const uint32_t starts = __ballot_sync(0xFFFFFFFFu, lane < num_valid && my_rank % p.block_m == 0);

@@ -10,13 +10,17 @@
 
 namespace fp4moe::kernels {
 
-// Multipliers that ptxas cannot see as literals, so x * kMul[i] stays an IMAD on the FMA pipe. With a
-// literal power of two it emits some of these shifts, and the scale's multiply-add, as SHF or LEA on the
-// integer ALU, the pipe the dequantizer saturates with its LOP3s (ncu: ALU the busiest pipe). A __constant__
-// variable may be rewritten by the host (cudaMemcpyToSymbol), so its value is never folded. Measured against
-// literals on the H200: layer 0.2-1% faster at T >= 256, level below (2026-11-30e, call 4). Internal
-// linkage: one copy per translation unit; nothing writes it.
-static __constant__ uint32_t kMul[3] = {16u, 64u, 4u};  // x << 4, x << 6, x << 2
+// Multipliers that ptxas cannot see as literals, so x * mul stays an IMAD on the FMA pipe. With a literal
+// power of two it emits some of these shifts, and the scale's multiply-add, as SHF or LEA on the integer ALU,
+// the pipe the dequantizer saturates with its LOP3s (ncu: ALU the busiest pipe); measured against literals on
+// the H200: layer 0.2-1% faster at T >= 256, level below (2026-11-30e, call 4). The GEMM kernels take them
+// as a kernel parameter (RoutingParams::dequant_mul, = kDequantMul), read through the parameter constant bank.
+// (They were a __constant__ array first: its first read missed the constant cache behind the block's first
+// weight copies, and ncu put 13% of the T=1 down kernel's stall samples on that one instruction.)
+struct DequantMul {
+  uint32_t x16, x64, x4;  // x << 4, x << 6, x << 2
+};
+inline constexpr DequantMul kDequantMul{16u, 64u, 4u};
 
 // Rotate left: funnel shift of a word with itself (one SHF instruction).
 __device__ __forceinline__ uint32_t rotl(uint32_t x, int r) { return __funnelshift_l(x, x, r); }
@@ -24,9 +28,9 @@ __device__ __forceinline__ uint32_t rotl(uint32_t x, int r) { return __funnelshi
 // Scales of two k16 steps (s0 = 2h, s1 = 2h + 1) of one row as a bf16x2 (S_s0, S_s1): prmt moves bytes
 // s0 and s1 of the 4 UE5M3 bytes into the two halves (selector 4 reads a zero byte from the second
 // operand), then byte * 16 + bias is the bf16 bit pattern of scale * 2^117 in each half (one IMAD).
-__device__ __forceinline__ uint32_t scale_pair2(uint32_t scale_bytes, int h) {
+__device__ __forceinline__ uint32_t scale_pair2(uint32_t scale_bytes, int h, const DequantMul& mul) {
   const uint32_t sel = h == 0 ? 0x4140u : 0x4342u;
-  return ptx::prmt(scale_bytes, 0u, sel) * kMul[0] + (pack::kScaleBf16Bias | (pack::kScaleBf16Bias << 16));
+  return ptx::prmt(scale_bytes, 0u, sel) * mul.x16 + (pack::kScaleBf16Bias | (pack::kScaleBf16Bias << 16));
 }
 
 // bf16x2 multiply by one half of `s` broadcast to both lanes; ptxas folds the broadcast into the
@@ -44,16 +48,16 @@ __device__ __forceinline__ uint32_t mul_by_half(uint32_t x, uint32_t s) {
 // g and g+8 (half 0 = step 2h, half 1 = step 2h+1). 9 LOP3s and 3 rotations on the integer ALU, 4 IMADs and
 // 8 bf16x2 multiplies on the FMA pipe for 16 weights.
 __device__ __forceinline__ void dequant_a_fragments(uint32_t qa, uint32_t qb, uint32_t s_g, uint32_t s_g8,
-                                                    uint32_t (&a)[4], uint32_t (&b)[4]) {
+                                                    const DequantMul& mul, uint32_t (&a)[4], uint32_t (&b)[4]) {
   constexpr uint32_t M = pack::kPairMask;
   // The bits pairs 0..2 leave: a's in place, b's shifted left by 2; truth table 0xE4 = (a & c) | (b & ~c).
-  const uint32_t r = ptx::lop3<0xE4>(qa, qb * kMul[2], pack::kMergeMask);
+  const uint32_t r = ptx::lop3<0xE4>(qa, qb * mul.x4, pack::kMergeMask);
   a[0] = mul_by_half<0>(qa & M, s_g);
-  a[1] = mul_by_half<0>((qa * kMul[0]) & M, s_g8);
+  a[1] = mul_by_half<0>((qa * mul.x16) & M, s_g8);
   a[2] = mul_by_half<0>(rotl(qa, 10) & M, s_g);
-  a[3] = mul_by_half<0>((r * kMul[1]) & M, s_g8);
+  a[3] = mul_by_half<0>((r * mul.x64) & M, s_g8);
   b[0] = mul_by_half<1>(qb & M, s_g);
-  b[1] = mul_by_half<1>((qb * kMul[0]) & M, s_g8);
+  b[1] = mul_by_half<1>((qb * mul.x16) & M, s_g8);
   b[2] = mul_by_half<1>(rotl(qb, 10) & M, s_g);
   b[3] = mul_by_half<1>(rotl(r, 12) & M, s_g8);
 }

@@ -483,6 +483,7 @@ Status MoeLayer::run(const MoeForwardArgs& a, void* workspace, size_t workspace_
     r.chunk_start = i32(L.chunk_start);
     r.chunk_rows = i32(L.chunk_rows);
     r.error_flags = reinterpret_cast<uint32_t*>(ws + L.flags);
+    r.dequant_mul = kernels::kDequantMul;
   }
   if ((phases & kPhaseRouting) && !fused_routing) {
     FP4MOE_CUDA_TRY(launch(kernels::moe_routing_kernel, 1, 1024, kernels::routing_smem_bytes(s.num_experts), stream,
