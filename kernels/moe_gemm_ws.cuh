@@ -105,6 +105,13 @@ __device__ __forceinline__ void moe_gemm_ws_body(const MoeGemmParams& p, const R
   // st / kStages, whose divisions cost the K loop a dozen integer instructions per step).
   int slot = 0;
   uint32_t parity = 0;
+  // This lane's weights and scales and the activation descriptor of the current slot, advanced with it.
+  // Computed from the slot every step instead, ptxas re-derived the lane offsets and re-encoded the
+  // descriptor each time (189 -> 177 instructions per stage; H200, 2026-11-30f call 4: T=512 3% faster).
+  constexpr int64_t kRing = int64_t{kStages} * L.stage_bytes;
+  const uint8_t* w_warp = smem + L.weight_offset + warp * kGroups * pack::kWeightGroupBytes + lane * 16;
+  const uint8_t* s_warp = smem + L.scale_offset + warp * kGroups * pack::kScaleGroupBytes + (lane >> 2) * 8;
+  uint64_t act_desc = wgmma::desc_k_major_sw128(ptx::smem_addr(smem + L.act_offset));
   for (int item = blockIdx.x; item < num_items; item += gridDim.x) {
     // The K loop keeps the accumulators in flight from one step to the next; the epilogue sits outside it,
     // after wait<0>. (With the epilogue inside the loop, behind a branch, ptxas drained every step: C7517.)
@@ -113,10 +120,6 @@ __device__ __forceinline__ void moe_gemm_ws_body(const MoeGemmParams& p, const R
       // The producer's cp.async wrote the stage through the generic proxy; this thread's wgmmas read it
       // through the async proxy: a proxy fence after the barrier's acquire orders the two (wgmma.cuh).
       wgmma::fence_proxy_async_shared();
-      const uint8_t* s_base = smem + slot * L.stage_bytes;
-      const uint8_t* w_warp = s_base + L.weight_offset + warp * kGroups * pack::kWeightGroupBytes + lane * 16;
-      const uint8_t* s_warp = s_base + L.scale_offset + warp * kGroups * pack::kScaleGroupBytes + (lane >> 2) * 8;
-      const uint64_t act_desc = wgmma::desc_k_major_sw128(ptx::smem_addr(s_base + L.act_offset));
       // Every K group's weights and scales are read from shared memory up front, so the later groups' loads
       // are not on the dequantizer's critical path (H200, 2026-11-30e call 2: gate_up 2% faster at T=512, the
       // layer about 1% at T = 512 .. 4096).
@@ -134,7 +137,15 @@ __device__ __forceinline__ void moe_gemm_ws_body(const MoeGemmParams& p, const R
         if (g == 0 && held >= 0) release(held);
       }
       held = slot;
-      if (++slot == kStages) slot = 0, parity ^= 1;
+      w_warp += L.stage_bytes;
+      s_warp += L.stage_bytes;
+      act_desc = wgmma::desc_advance(act_desc, L.stage_bytes);
+      if (++slot == kStages) {
+        slot = 0, parity ^= 1;
+        w_warp -= kRing;
+        s_warp -= kRing;
+        act_desc -= kRing >> 4;
+      }
     }
     wgmma::wait<0>();  // the item's accumulators are complete
 #pragma unroll
