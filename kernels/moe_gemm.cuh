@@ -191,29 +191,34 @@ __device__ __forceinline__ void store_item(const MoeGemmParams& p, const WarpRou
 // through perm_pair for gate_up; rows past the item's tokens zero-filled). Sources are set once per item (one
 // chunk-table lookup, not one per stage) and advanced along K. Items run blockIdx.x, + gridDim.x, ...
 // Item i = (tile i / splits, K range i % splits); tile t = (chunk t / n_tiles, N tile t % n_tiles).
-// kOneWeightPointer: keep one weight source and step it (copy i is i x kWRowStep 16-row groups further, the
-// prepacked layout being linear in the row group) instead of one pointer per copy: fewer registers, for the
-// warp-specialized producer, whose share of the registers is small (the other kernels keep the array).
-template <class Cfg, int kPThreads, bool kFusedRouting, bool kOneWeightPointer = false>
+// Thread assignment: a stage's weights of one 16-row tile are kGroups x 512 contiguous bytes in the prepacked
+// layout and in shared memory alike, and kTPR threads copy each tile's run (chunk q + i * kTPR for thread q
+// of the tile), so a thread's copies sit at compile-time offsets from one source and one destination: one
+// address computation per stage instead of one per copy. Likewise its activation copies are whole rows
+// apart (compile-time destination offsets), and rows past the item's tokens read a valid row with the
+// copy's ignore-src predicate set, so no copy needs a per-stage select.
+template <class Cfg, int kPThreads, bool kFusedRouting>
 struct TileProducer {
   static constexpr int kGroups = Cfg::kBlockK / pack::kGroupK;
-  static constexpr int kWChunks = Cfg::kBlockN * Cfg::kBlockK / 2 / 16;  // 16-byte copies per stage: weights
+  static constexpr int kRowTiles = Cfg::kBlockN / 16;                  // 16-row weight tiles per stage
+  static constexpr int kTileChunks = kGroups * pack::kWeightGroupBytes / 16;  // 16-byte copies per tile per stage
+  static constexpr int kTPR = kPThreads / kRowTiles;                   // copying threads per tile
   static constexpr int kSChunks = Cfg::kBlockN * Cfg::kBlockK / 16 / 16;  // scales
   static constexpr int kRowChunks = Cfg::kBlockK * 2 / 16;              // activations, per token row
   static constexpr int kXChunks = Cfg::kBlockM * kRowChunks;
-  static_assert(kWChunks % kPThreads == 0, "weight tile must split evenly over the copying threads");
+  static_assert(kPThreads % kRowTiles == 0 && kTileChunks % kTPR == 0,
+                "the weight tiles must split evenly over the copying threads");
   static_assert(kSChunks <= kPThreads, "one scale copy per thread at most");
-  static constexpr int kWPer = kWChunks / kPThreads;
+  static constexpr int kWPer = kTileChunks / kTPR;
   static constexpr int kXPer = (kXChunks + kPThreads - 1) / kPThreads;
-  static constexpr int kWRowStep = kPThreads / (kGroups * 32);  // 16-row groups between a thread's copies
-  static_assert(!kOneWeightPointer || kPThreads % (kGroups * 32) == 0, "whole 16-row groups per round of copies");
+  static_assert(kPThreads % kRowChunks == 0, "a thread's activation copies are whole rows apart");
+  static constexpr int kXRowStep = kPThreads / kRowChunks;  // rows between a thread's activation copies
 
   int item, kt;  // the next copy's work item and K step inside it
-  const uint8_t* w_src[kOneWeightPointer ? 1 : kWPer];
-  int64_t w_stride = 0;  // kOneWeightPointer: bytes between this thread's weight copies
+  const uint8_t* w_src = nullptr;  // this thread's first weight chunk at the item's first K step
   const uint8_t* s_src = nullptr;
-  const uint8_t* x_src[kXPer];
-  uint32_t x_bytes[kXPer];
+  const uint8_t* x_src[kXPer];     // this thread's activation chunks at the item's first K step (valid rows)
+  uint32_t x_zero = 0;             // bit i: copy i's row is past the item's tokens (zero-filled, ignore-src)
 
   __device__ __forceinline__ void begin_item(const MoeGemmParams& p, const WarpRouting& wr, int tid, int n_tiles,
                                              int splits, int k_tiles) {
@@ -222,29 +227,25 @@ struct TileProducer {
     int e, row0, rows;
     if constexpr (kFusedRouting) e = wr.expert(chunk), row0 = wr.start(chunk), rows = wr.rows(chunk);
     else e = p.chunk_expert[chunk], row0 = p.chunk_start[chunk], rows = p.chunk_rows[chunk];
-#pragma unroll
-    for (int i = 0; i < (kOneWeightPointer ? 1 : kWPer); ++i) {
-      const int c = tid + i * kPThreads, r = c / (kGroups * 32), off = c % (kGroups * 32);
-      w_src[i] = p.weights + pack::weight_group_offset(e, nt * (Cfg::kBlockN / 16) + r, k0 / pack::kGroupK, p.n, p.k) + off * 16;
+    {
+      const int r = tid / kTPR, q = tid % kTPR;
+      w_src = p.weights + pack::weight_group_offset(e, nt * kRowTiles + r, k0 / pack::kGroupK, p.n, p.k) + q * 16;
     }
-    if constexpr (kOneWeightPointer) w_stride = int64_t{kWRowStep} * (p.k / pack::kGroupK) * pack::kWeightGroupBytes;
     if (tid < kSChunks) {
       const int r = tid / (kGroups * 4), off = tid % (kGroups * 4);
-      s_src = p.scales + pack::scale_group_offset(e, nt * (Cfg::kBlockN / 16) + r, k0 / pack::kGroupK, p.n, p.k) + off * 16;
+      s_src = p.scales + pack::scale_group_offset(e, nt * kRowTiles + r, k0 / pack::kGroupK, p.n, p.k) + off * 16;
     }
+    x_zero = 0;
 #pragma unroll
     for (int i = 0; i < kXPer; ++i) {
-      const int c = tid + i * kPThreads, m = c / kRowChunks, off = c % kRowChunks;
-      x_src[i] = reinterpret_cast<const uint8_t*>(p.x);  // any valid address: zero-filled copies read nothing
-      x_bytes[i] = 0;
-      [[maybe_unused]] int32_t fused_pair = 0;  // looked up before the branch (warp-uniform), for a row of the chunk
-      if constexpr (kFusedRouting) fused_pair = wr.pair(row0 + min(m, rows - 1));
-      if (c < kXChunks && m < rows) {
-        const int64_t src_row =
-            p.gather_tokens ? (kFusedRouting ? fused_pair : p.perm_pair[row0 + m]) / p.top_k : row0 + m;
-        x_src[i] = reinterpret_cast<const uint8_t*>(p.x + src_row * p.k + k0) + off * 16;
-        x_bytes[i] = 16;
-      }
+      const int m = tid / kRowChunks + i * kXRowStep, off = tid % kRowChunks;
+      const int m_src = min(m, rows - 1);  // a row of the chunk (rows >= 1): its address is valid
+      [[maybe_unused]] int32_t fused_pair = 0;  // looked up before any branch (warp-uniform)
+      if constexpr (kFusedRouting) fused_pair = wr.pair(row0 + m_src);
+      const int64_t src_row =
+          p.gather_tokens ? (kFusedRouting ? fused_pair : p.perm_pair[row0 + m_src]) / p.top_k : row0 + m_src;
+      x_src[i] = reinterpret_cast<const uint8_t*>(p.x + src_row * p.k + k0) + off * 16;
+      x_zero |= static_cast<uint32_t>(m >= rows) << i;
     }
   }
   // Issues the copies of the next step into the stage at `s_base` (the weights and scales, the activations,
@@ -255,25 +256,28 @@ struct TileProducer {
     if (kt == 0) begin_item(p, wr, tid, n_tiles, splits, k_tiles);
     const int64_t k = kt;
     if (weights) {
+      const int r = tid / kTPR, q = tid % kTPR;
+      uint8_t* dst = s_base + L.weight_offset + r * (kTileChunks * 16) + q * 16;
+      const uint8_t* src = w_src + k * (kTileChunks * 16);
 #pragma unroll
-      for (int i = 0; i < kWPer; ++i) {
-        const int c = tid + i * kPThreads;
-        const uint8_t* src = kOneWeightPointer ? w_src[0] + i * w_stride : w_src[i];
-        ptx::cp_async_16(s_base + L.weight_offset + c * 16, src + k * kGroups * pack::kWeightGroupBytes);
-      }
+      for (int i = 0; i < kWPer; ++i) ptx::cp_async_16(dst + i * kTPR * 16, src + i * kTPR * 16);
       if (tid < kSChunks)
         ptx::cp_async_16(s_base + L.scale_offset + tid * 16, s_src + k * kGroups * pack::kScaleGroupBytes);
     }
     if (acts) {
+      // Copy i: row m0 + i x kXRowStep, 16-byte chunk `off`. wgmma: the chunk goes to slice off/8, row m,
+      // chunk (off%8) ^ (m%8) (the 128-byte swizzle, wgmma.cuh), and m%8 is the same for every copy;
+      // mma.sync: padded rows. Either way copy i lands at a constant offset from copy 0.
+      static_assert(!Cfg::kWgmma || kXRowStep % 8 == 0, "the swizzle phase of a thread's rows is the same");
+      const int m0 = tid / kRowChunks, off = tid % kRowChunks;
+      uint8_t* dst = s_base + L.act_offset +
+                     (Cfg::kWgmma ? (off / 8) * L.act_slice_bytes + m0 * 128 + (((off & 7) ^ (m0 & 7)) * 16)
+                                  : m0 * L.act_row_stride + off * 16);
+      constexpr int64_t kDstStep = Cfg::kWgmma ? int64_t{kXRowStep} * 128 : int64_t{kXRowStep} * L.act_row_stride;
 #pragma unroll
       for (int i = 0; i < kXPer; ++i) {
-        const int c = tid + i * kPThreads, m = c / kRowChunks, off = c % kRowChunks;
-        if (kXChunks % kPThreads != 0 && c >= kXChunks) break;
-        // wgmma: 16-byte chunk `off` of token m goes to slice off/8, row m, chunk (off%8) ^ (m%8) (the 128-byte
-        // swizzle, wgmma.cuh); mma.sync: padded rows.
-        const int64_t dst = Cfg::kWgmma ? (off / 8) * L.act_slice_bytes + m * 128 + (((off & 7) ^ (m & 7)) * 16)
-                                        : m * L.act_row_stride + off * 16;
-        ptx::cp_async_16(s_base + L.act_offset + dst, x_src[i] + (x_bytes[i] ? k * Cfg::kBlockK * 2 : 0), x_bytes[i]);
+        if (kXChunks % kPThreads != 0 && m0 + i * kXRowStep >= Cfg::kBlockM) break;
+        ptx::cp_async_16_zfill(dst + i * kDstStep, x_src[i] + k * (Cfg::kBlockK * 2), (x_zero & (1u << i)) != 0);
       }
     }
     if (++kt == k_tiles) {

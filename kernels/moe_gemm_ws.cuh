@@ -49,7 +49,7 @@ __device__ __forceinline__ void moe_gemm_ws_body(const MoeGemmParams& p, const R
   const int warpgroup = __shfl_sync(0xFFFFFFFFu, tid / 128, 0);
   if (warpgroup == 0) {
     // ---- producer warpgroup ------------------------------------------------------------------------
-    TileProducer<Cfg, Cfg::kProducerThreads, false, true> prod{static_cast<int>(blockIdx.x), 0};
+    TileProducer<Cfg, Cfg::kProducerThreads, false> prod{static_cast<int>(blockIdx.x), 0};
     auto produce = [&](int slot, bool weights, bool acts) {
       prod.produce(p, no_routing, smem + slot * L.stage_bytes, tid, n_tiles, splits, k_tiles, weights, acts);
     };

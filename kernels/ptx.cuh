@@ -18,6 +18,15 @@ __device__ __forceinline__ void cp_async_16(void* smem_dst, const void* gmem_src
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(smem_addr(smem_dst)), "l"(gmem_src),
                "r"(src_bytes));
 }
+// The same with the ignore-src operand: `zero` writes 16 zero bytes and reads nothing (the source must still
+// be an address; callers pass a valid one). A predicate, unlike a register src-size, costs no per-copy
+// arithmetic (ptxas sets the copy's zero-fill predicate directly). PTX ISA "cp.async", ignore-src.
+__device__ __forceinline__ void cp_async_16_zfill(void* smem_dst, const void* gmem_src, bool zero) {
+  asm volatile(
+      "{\n.reg .pred z;\nsetp.ne.b32 z, %2, 0;\n"
+      "cp.async.cg.shared.global [%0], [%1], 16, z;\n}\n" ::"r"(smem_addr(smem_dst)),
+      "l"(gmem_src), "r"(static_cast<uint32_t>(zero)));
+}
 __device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
 // Every cp.async this thread issued has landed, committed to a group or not (PTX ISA "cp.async.wait_all":
 // a commit_group and a wait_group 0).
