@@ -106,19 +106,29 @@ __device__ __forceinline__ void wgmma_group(const uint8_t* w_warp, const uint8_t
 // 8-token tile past the item's rows is visited. The warp-specialized kernels use it: with their 96 registers
 // the per-thread loads of all 16 rows spilled, and loading them tile by tile cost two dependent global round
 // trips per tile (ncu: long-scoreboard stalls led the down kernel's at T=4096).
-template <class Cfg, MoeEpilogue kEpi, bool kFusedRouting, bool kLaneRows = false>
+// What store_item needs of an item besides its accumulators, when the caller has it already (the
+// warp-specialized kernels read it from the item record in shared memory): alpha of the item's expert, and
+// (kLaneRows) the pair index and router weight of rows lane and lane + 32.
+struct EpilogueRows {
+  float alpha;
+  int32_t lane_pair[2];
+  float lane_weight[2];
+};
+template <class Cfg, MoeEpilogue kEpi, bool kFusedRouting, bool kLaneRows = false, bool kPreloaded = false>
 __device__ __forceinline__ void store_item(const MoeGemmParams& p, const WarpRouting& wr, float (&acc)[Cfg::kNTiles8][4],
-                                           int nt, int q, int e, int row0, int rows, int warp, int lane) {
+                                           int nt, int q, int e, int row0, int rows, int warp, int lane,
+                                           const EpilogueRows& pre = EpilogueRows{}) {
   constexpr int kBN = Cfg::kBlockN;
   float* partial = p.partial_out;
   if constexpr (kEpi == MoeEpilogue::kFinalizeStore) partial += q * p.split_stride;
   static_assert(!(kLaneRows && kFusedRouting), "kLaneRows: the routing kernel's tables");
   static_assert(!kLaneRows || Cfg::kBlockM <= 64, "kLaneRows: two rows per lane");
-  const float alpha = p.alpha[e];
+  static_assert(!kPreloaded || kLaneRows, "kPreloaded: the per-lane row data of kLaneRows");
+  const float alpha = kPreloaded ? pre.alpha : p.alpha[e];
   const int g8 = lane >> 2, t4 = lane & 3;
-  [[maybe_unused]] int32_t lane_pair[2] = {0, 0};  // kLaneRows: rows lane and lane + 32
-  [[maybe_unused]] float lane_weight[2] = {0.0f, 0.0f};
-  if constexpr (kLaneRows && kEpi != MoeEpilogue::kSwiGLU) {
+  [[maybe_unused]] int32_t lane_pair[2] = {pre.lane_pair[0], pre.lane_pair[1]};  // kLaneRows: rows lane, lane + 32
+  [[maybe_unused]] float lane_weight[2] = {pre.lane_weight[0], pre.lane_weight[1]};
+  if constexpr (kLaneRows && !kPreloaded && kEpi != MoeEpilogue::kSwiGLU) {
 #pragma unroll
     for (int h = 0; h < (Cfg::kBlockM > 32 ? 2 : 1); ++h)
       if (lane + 32 * h < rows) lane_pair[h] = p.perm_pair[row0 + lane + 32 * h];
@@ -197,7 +207,11 @@ __device__ __forceinline__ void store_item(const MoeGemmParams& p, const WarpRou
 // address computation per stage instead of one per copy. Likewise its activation copies are whole rows
 // apart (compile-time destination offsets), and rows past the item's tokens read a valid row with the
 // copy's ignore-src predicate set, so no copy needs a per-stage select.
-template <class Cfg, int kPThreads, bool kFusedRouting>
+// kRecord (warp-specialized kernels): with the last stage of each item the producer also copies the item's
+// record (row0, rows, alpha; with kRecordRows each row's router weight and pair index) into `rec`, the record
+// slot of that stage (MoeGemmSmemLayout::epilogue_offset); the stage's full barrier covers it like the tiles.
+enum class ItemRecord { kNone, kHeader, kRows };
+template <class Cfg, int kPThreads, bool kFusedRouting, ItemRecord kRecord = ItemRecord::kNone>
 struct TileProducer {
   static constexpr int kGroups = Cfg::kBlockK / pack::kGroupK;
   static constexpr int kRowTiles = Cfg::kBlockN / 16;                  // 16-row weight tiles per stage
@@ -219,6 +233,12 @@ struct TileProducer {
   const uint8_t* s_src = nullptr;
   const uint8_t* x_src[kXPer];     // this thread's activation chunks at the item's first K step (valid rows)
   uint32_t x_zero = 0;             // bit i: copy i's row is past the item's tokens (zero-filled, ignore-src)
+  // kRecord: the item's chunk, expert and rows; kRows: thread tid < rows's pair (loaded at the item's start,
+  // used at its last stage, so the load's latency is hidden)
+  int rec_chunk = 0, rec_e = 0, rec_row0 = 0, rec_rows = 0;
+  int32_t rec_pair = 0;
+  static_assert(kRecord == ItemRecord::kNone || (!kFusedRouting && Cfg::kBlockM < kPThreads),
+                "item records: the routing kernel's tables; one thread per row and one more for the header");
 
   __device__ __forceinline__ void begin_item(const MoeGemmParams& p, const WarpRouting& wr, int tid, int n_tiles,
                                              int splits, int k_tiles) {
@@ -227,6 +247,11 @@ struct TileProducer {
     int e, row0, rows;
     if constexpr (kFusedRouting) e = wr.expert(chunk), row0 = wr.start(chunk), rows = wr.rows(chunk);
     else e = p.chunk_expert[chunk], row0 = p.chunk_start[chunk], rows = p.chunk_rows[chunk];
+    if constexpr (kRecord != ItemRecord::kNone) {
+      rec_chunk = chunk, rec_e = e, rec_row0 = row0, rec_rows = rows;
+      if constexpr (kRecord == ItemRecord::kRows)
+        if (tid < rows) rec_pair = p.perm_pair[row0 + tid];
+    }
     {
       const int r = tid / kTPR, q = tid % kTPR;
       w_src = p.weights + pack::weight_group_offset(e, nt * kRowTiles + r, k0 / pack::kGroupK, p.n, p.k) + q * 16;
@@ -251,7 +276,8 @@ struct TileProducer {
   // Issues the copies of the next step into the stage at `s_base` (the weights and scales, the activations,
   // or both), then advances along K (and to the next item).
   __device__ __forceinline__ void produce(const MoeGemmParams& p, const WarpRouting& wr, uint8_t* s_base, int tid,
-                                          int n_tiles, int splits, int k_tiles, bool weights, bool acts) {
+                                          int n_tiles, int splits, int k_tiles, bool weights, bool acts,
+                                          uint8_t* rec = nullptr) {
     constexpr MoeGemmSmemLayout L = Cfg::kSmem;
     if (kt == 0) begin_item(p, wr, tid, n_tiles, splits, k_tiles);
     const int64_t k = kt;
@@ -278,6 +304,22 @@ struct TileProducer {
       for (int i = 0; i < kXPer; ++i) {
         if (kXChunks % kPThreads != 0 && m0 + i * kXRowStep >= Cfg::kBlockM) break;
         ptx::cp_async_16_zfill(dst + i * kDstStep, x_src[i] + k * (Cfg::kBlockK * 2), (x_zero & (1u << i)) != 0);
+      }
+      // The item record, with the item's last stage (its consumers read it after that stage's wait).
+      if constexpr (kRecord != ItemRecord::kNone) {
+        if (kt == k_tiles - 1) {
+          if (tid == kPThreads - 1) {
+            ptx::cp_async_4(rec, p.chunk_start + rec_chunk);
+            ptx::cp_async_4(rec + 4, p.chunk_rows + rec_chunk);
+            ptx::cp_async_4(rec + 8, p.alpha + rec_e);
+          }
+          if constexpr (kRecord == ItemRecord::kRows) {
+            if (tid < rec_rows) {
+              ptx::cp_async_4(rec + 16 + 4 * tid, p.topk_weights + rec_pair);
+              ptx::cp_async_4(rec + 16 + 4 * (Cfg::kBlockM + tid), p.perm_pair + rec_row0 + tid);
+            }
+          }
+        }
       }
     }
     if (++kt == k_tiles) {

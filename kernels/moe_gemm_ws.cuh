@@ -20,7 +20,12 @@ __device__ __forceinline__ void moe_gemm_ws_body(const MoeGemmParams& p, const R
   extern __shared__ __align__(128) uint8_t smem[];  // (1024-byte aligned in practice: checked below)
   trap_unless_smem_holds<L.total, true>(smem);
 
-  const uint32_t bar0 = ptx::smem_addr(smem + L.pipeline);
+  const uint32_t bar0 = ptx::smem_addr(smem + L.barrier_offset);
+  // Item records (moe_gemm_config.h, moe_gemm_ws_record_bytes): one per stage slot, written with an item's last
+  // stage by the producer, read by the consumers' epilogue before they release that slot.
+  constexpr int64_t kRecBytes = moe_gemm_ws_record_bytes(Cfg::kBlockM);
+  constexpr ItemRecord kRecord = kEpi == MoeEpilogue::kSwiGLU ? ItemRecord::kHeader : ItemRecord::kRows;
+  auto record = [&](int slot) { return smem + L.epilogue_offset + slot * kRecBytes; };
   auto full = [&](int slot) { return bar0 + 8u * slot; };
   auto empty = [&](int slot) { return bar0 + 8u * (kStages + slot); };
   const int tid = threadIdx.x;
@@ -49,9 +54,10 @@ __device__ __forceinline__ void moe_gemm_ws_body(const MoeGemmParams& p, const R
   const int warpgroup = __shfl_sync(0xFFFFFFFFu, tid / 128, 0);
   if (warpgroup == 0) {
     // ---- producer warpgroup ------------------------------------------------------------------------
-    TileProducer<Cfg, Cfg::kProducerThreads, false> prod{static_cast<int>(blockIdx.x), 0};
+    TileProducer<Cfg, Cfg::kProducerThreads, false, kRecord> prod{static_cast<int>(blockIdx.x), 0};
     auto produce = [&](int slot, bool weights, bool acts) {
-      prod.produce(p, no_routing, smem + slot * L.stage_bytes, tid, n_tiles, splits, k_tiles, weights, acts);
+      prod.produce(p, no_routing, smem + slot * L.stage_bytes, tid, n_tiles, splits, k_tiles, weights, acts,
+                   record(slot));
     };
     // The slot's copies are issued: the full barrier counts this thread's arrival once they have landed.
     auto signal_full = [&](int slot) {
@@ -150,12 +156,23 @@ __device__ __forceinline__ void moe_gemm_ws_body(const MoeGemmParams& p, const R
     wgmma::wait<0>();  // the item's accumulators are complete
 #pragma unroll
     for (int i = 0; i < Cfg::kBlockM / 2; ++i) wgmma::fence_operand(accw[i]);
+    // The item's record sits in the slot of its last stage (`held`), which is released once it is read.
+    const uint8_t* rec = record(held);
+    const int row0 = *reinterpret_cast<const int32_t*>(rec), rows = *reinterpret_cast<const int32_t*>(rec + 4);
+    EpilogueRows pre{*reinterpret_cast<const float*>(rec + 8), {0, 0}, {0.0f, 0.0f}};
+    if constexpr (kRecord == ItemRecord::kRows) {
+#pragma unroll
+      for (int h = 0; h < (Cfg::kBlockM > 32 ? 2 : 1); ++h) {
+        if (lane + 32 * h < rows) {
+          pre.lane_weight[h] = *reinterpret_cast<const float*>(rec + 16 + 4 * (lane + 32 * h));
+          pre.lane_pair[h] = *reinterpret_cast<const int32_t*>(rec + 16 + 4 * (Cfg::kBlockM + lane + 32 * h));
+        }
+      }
+    }
     release(held);
     held = -1;
-    // The item's chunk, read only now: nothing in the K loop needs it (three registers fewer across it).
-    const int chunk = item / splits / n_tiles;
-    const int e = p.chunk_expert[chunk], row0 = p.chunk_start[chunk], rows = p.chunk_rows[chunk];
-    store_item<Cfg, kEpi, false, true>(p, no_routing, acc, item / splits % n_tiles, item % splits, e, row0, rows, warp, lane);
+    store_item<Cfg, kEpi, false, true, true>(p, no_routing, acc, item / splits % n_tiles, item % splits, -1, row0, rows,
+                                             warp, lane, pre);
   }
 }
 

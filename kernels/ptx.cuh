@@ -27,6 +27,10 @@ __device__ __forceinline__ void cp_async_16_zfill(void* smem_dst, const void* gm
       "cp.async.cg.shared.global [%0], [%1], 16, z;\n}\n" ::"r"(smem_addr(smem_dst)),
       "l"(gmem_src), "r"(static_cast<uint32_t>(zero)));
 }
+// 4-byte cp.async (the .ca form: sizes below 16 go through L1), for the warp-specialized kernels' item records.
+__device__ __forceinline__ void cp_async_4(void* smem_dst, const void* gmem_src) {
+  asm volatile("cp.async.ca.shared.global [%0], [%1], 4;\n" ::"r"(smem_addr(smem_dst)), "l"(gmem_src));
+}
 __device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
 // Every cp.async this thread issued has landed, committed to a group or not (PTX ISA "cp.async.wait_all":
 // a commit_group and a wait_group 0).

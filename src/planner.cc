@@ -167,7 +167,9 @@ KernelPlan plan_one(const std::string& gemm, int64_t n, int64_t k, int bm, int b
                             with_commas(L.scale_tile) + " + activations " + with_commas(L.act_tile) +
                             (L.act_layout == MoeActLayout::kSwizzled128 ? std::string(", 128-byte swizzled for wgmma)")
                                                                         : " + row padding " + with_commas(L.act_padding) + ")") +
-                            (L.barriers ? " + " + with_commas(L.barriers) + " B of mbarriers (warp-specialized)" : std::string());
+                            (L.barriers ? " + " + with_commas(L.barriers) + " B of mbarriers + " + with_commas(L.epilogue) +
+                                            " B of item records (warp-specialized)"
+                                        : std::string());
   if (p.stages < 2) {
     p.reason = "does not fit: even 2 stages need " + with_commas(layout(2).total) + " B; limit " + with_commas(p.limit);
   } else if (L.total > p.limit) {

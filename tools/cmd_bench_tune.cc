@@ -39,6 +39,7 @@ struct TuneOpts {
   std::string* json_text = nullptr;  // the tuned table as JSON, for the caller (report)
 };
 
+#if FP4MOE_HAVE_CUDA  // (used by tune only, which needs the CUDA build)
 // A progress bar on a terminal, plain lines otherwise.
 void show_progress(size_t i, size_t n, int64_t tokens) {
   if (isatty(fileno(stdout))) {
@@ -52,6 +53,7 @@ void show_progress(size_t i, size_t n, int64_t tokens) {
   }
   std::fflush(stdout);
 }
+#endif
 
 // Resolves the model and checks for a GPU; prints the one-line error itself.
 bool prepare(const std::string& model, const ModelPreset** m) {

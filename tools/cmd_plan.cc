@@ -118,7 +118,9 @@ int run_ours(const Opts& o, const ModelPreset& m, const std::vector<const ArchIn
                   p.blocks_per_sm,
                   (std::string(p.fits ? (p.shipped ? "fits (shipped)" : "fits") : "DOES NOT FIT") +
                    (L.act_layout == MoeActLayout::kSwizzled128 ? ", wgmma: acts 128B-swizzled" : "") +
-                   (p.warp_specialized ? ", warp-specialized (+" + with_commas(L.barriers) + " B mbarriers)" : std::string()))
+                   (p.warp_specialized ? ", warp-specialized (+" + with_commas(L.barriers) + " B mbarriers, +" +
+                                              with_commas(L.epilogue) + " B item records)"
+                                        : std::string()))
                       .c_str());
     }
     for (const auto& p : plans)

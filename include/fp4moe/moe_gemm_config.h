@@ -58,11 +58,13 @@ struct MoeGemmSmemLayout {
   int64_t stage_bytes = 0;     // sum of the four above
   int stages = 0;
   int64_t pipeline = 0;        // stages x stage_bytes
-  int64_t epilogue = 0;        // epilogue staging (these kernels store from registers: 0)
+  int64_t epilogue = 0;        // warp-specialized: one item record per stage (moe_gemm_ws_record_bytes), after the
+                               // mbarriers; the other kernels store from registers and need none (0)
   int64_t barriers = 0;        // mbarriers (cp.async groups need none: 0)
   int64_t total = 0;           // dynamic shared memory the kernel requests
   // offsets of stage s's buffers: base(s) = s * stage_bytes
   int64_t weight_offset = 0, scale_offset = 0, act_offset = 0;
+  int64_t barrier_offset = 0, epilogue_offset = 0;  // after the stages: the mbarriers, then the item records
   MoeActLayout act_layout = MoeActLayout::kPaddedRows;
   int64_t act_row_stride = 0;  // bytes between activation rows (kSwizzled128: inside one 64-wide K slice)
   int64_t act_slice_bytes = 0; // kSwizzled128: bytes of one 64-wide K slice of all kBlockM rows (0 otherwise)
@@ -86,6 +88,8 @@ constexpr MoeGemmSmemLayout moe_gemm_smem_layout(int block_m, int block_n, int b
   l.stages = stages;
   l.pipeline = l.stage_bytes * stages;
   l.total = l.pipeline + l.epilogue + l.barriers;
+  l.barrier_offset = l.pipeline;
+  l.epilogue_offset = l.pipeline + l.barriers;
   l.weight_offset = 0;
   l.scale_offset = l.weight_tile;
   l.act_offset = l.weight_tile + l.scale_tile;
@@ -171,16 +175,25 @@ struct MoeGemmConfig {
 // (docs/design/warp-specialized-sm90.md).
 inline constexpr int kWsProducerThreads = 128;
 inline constexpr int kWsMaxStages = 8;
+// An item record: what a warp-specialized consumer's epilogue needs of its work item (first row, rows, alpha,
+// and per row the router weight and pair index), copied by the producer with the item's last stage, so the
+// epilogue reads shared memory instead of three dependent global loads (chunk table -> perm_pair ->
+// topk_weights; ncu, T=512 down: 10% of the kernel's stall samples). 16 B + 8 B per token row.
+constexpr int64_t moe_gemm_ws_record_bytes(int block_m) { return 16 + int64_t{8} * block_m; }
 constexpr MoeGemmSmemLayout moe_gemm_ws_smem_layout(int block_m, int block_n, int block_k, int stages) {
   MoeGemmSmemLayout l = moe_gemm_smem_layout(block_m, block_n, block_k, stages, MoeActLayout::kSwizzled128);
   l.barriers = int64_t{2} * stages * 8;  // a full and an empty mbarrier (8 B each) per stage, after the stages
+  l.epilogue = stages * moe_gemm_ws_record_bytes(block_m);  // one item record per stage, after the mbarriers
   l.total = l.pipeline + l.epilogue + l.barriers;
+  l.barrier_offset = l.pipeline;
+  l.epilogue_offset = l.pipeline + l.barriers;
   return l;
 }
 // Largest stage count of a warp-specialized tile within `budget` bytes (each stage also brings its 16 B of
-// mbarriers); 0 when not even one fits.
+// mbarriers and its item record); 0 when not even one fits.
 constexpr int moe_gemm_ws_max_stages(int block_m, int block_n, int block_k, int64_t budget) {
-  const int64_t per = moe_gemm_smem_layout(block_m, block_n, block_k, 1, MoeActLayout::kSwizzled128).stage_bytes + 16;
+  const int64_t per = moe_gemm_smem_layout(block_m, block_n, block_k, 1, MoeActLayout::kSwizzled128).stage_bytes + 16 +
+                      moe_gemm_ws_record_bytes(block_m);
   return per > 0 ? static_cast<int>(budget / per) : 0;
 }
 // Stages of a warp-specialized tile: as many as fit one block per SM, at most kWsMaxStages.
@@ -215,7 +228,9 @@ struct MoeGemmWsConfig {
                 "config does not fit the architecture's shared memory");
   static_assert(kSmem.act_offset % 1024 == 0 && kSmem.stage_bytes % 1024 == 0,
                 "wgmma: every stage's activation slices must start on a 1024-byte swizzle atom");
-  static_assert(kSmem.pipeline % 8 == 0, "mbarriers are 8-byte aligned");
+  static_assert(kSmem.barrier_offset % 8 == 0, "mbarriers are 8-byte aligned");
+  static_assert(kSmem.epilogue_offset % 16 == 0 && moe_gemm_ws_record_bytes(kBlockM) % 16 == 0,
+                "item records: 16-byte aligned");
 };
 
 }  // namespace fp4moe

@@ -82,8 +82,12 @@ TEST(Planner, ShippedConfigsFitSm90AndSm120ForGlm5) {
         EXPECT_EQ(p.block_n, 256);
         EXPECT_EQ(p.blocks_per_sm, 1);
         EXPECT_EQ(p.smem.barriers, 16 * p.stages);
-        EXPECT_EQ(p.smem.total, p.smem.pipeline + p.smem.barriers);
+        EXPECT_EQ(p.smem.epilogue, p.stages * (16 + 8 * p.block_m));  // one item record per stage
+        EXPECT_EQ(p.smem.total, p.smem.pipeline + p.smem.barriers + p.smem.epilogue);
+        EXPECT_EQ(p.smem.barrier_offset, p.smem.pipeline);
+        EXPECT_EQ(p.smem.epilogue_offset, p.smem.pipeline + p.smem.barriers);
         EXPECT_NE(p.reason.find("mbarriers"), std::string::npos) << p.reason;
+        EXPECT_NE(p.reason.find("item records"), std::string::npos) << p.reason;
       }
       EXPECT_EQ(ws, 4);
     }
