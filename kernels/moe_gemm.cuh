@@ -227,6 +227,7 @@ struct TileProducer {
   static constexpr int kXPer = (kXChunks + kPThreads - 1) / kPThreads;
   static_assert(kPThreads % kRowChunks == 0, "a thread's activation copies are whole rows apart");
   static constexpr int kXRowStep = kPThreads / kRowChunks;  // rows between a thread's activation copies
+  static_assert(kXPer <= 32, "x_zero: one bit per activation copy of a thread");
 
   int item, kt;  // the next copy's work item and K step inside it
   const uint8_t* w_src = nullptr;  // this thread's first weight chunk at the item's first K step
@@ -264,7 +265,7 @@ struct TileProducer {
 #pragma unroll
     for (int i = 0; i < kXPer; ++i) {
       const int m = tid / kRowChunks + i * kXRowStep, off = tid % kRowChunks;
-      const int m_src = min(m, rows - 1);  // a row of the chunk (rows >= 1): its address is valid
+      const int m_src = min(m, max(rows, 1) - 1);  // a row of the chunk (the routing makes none empty): a valid address
       [[maybe_unused]] int32_t fused_pair = 0;  // looked up before any branch (warp-uniform)
       if constexpr (kFusedRouting) fused_pair = wr.pair(row0 + m_src);
       const int64_t src_row =
