@@ -220,6 +220,8 @@ struct TileProducer {
   static constexpr int kSChunks = Cfg::kBlockN * Cfg::kBlockK / 16 / 16;  // scales
   static constexpr int kRowChunks = Cfg::kBlockK * 2 / 16;              // activations, per token row
   static constexpr int kXChunks = Cfg::kBlockM * kRowChunks;
+  static_assert(moe_gemm_copy_problem(Cfg::kBlockM, Cfg::kBlockN, Cfg::kBlockK, kPThreads, Cfg::kSmem.act_layout) == nullptr,
+                "tile not served by the copy assignment (moe_gemm_copy_problem says why; the planner prints it)");
   static_assert(kPThreads % kRowTiles == 0 && kTileChunks % kTPR == 0,
                 "the weight tiles must split evenly over the copying threads");
   static_assert(kSChunks <= kPThreads, "one scale copy per thread at most");

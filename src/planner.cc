@@ -175,6 +175,9 @@ KernelPlan plan_one(const std::string& gemm, int64_t n, int64_t k, int bm, int b
   } else if (L.total > p.limit) {
     p.reason = "over by " + with_commas(L.total - p.limit) + ": needs " + parts + "; limit " + with_commas(p.limit) +
                "; use " + std::to_string(max_stages(p.limit)) + " stages";
+  } else if (const char* why = moe_gemm_copy_problem(bm, bn, bk, ws ? kWsProducerThreads : bn / 16 * 32, L.act_layout)) {
+    p.buildable = false;
+    p.reason = std::string("no kernel can be built for it: ") + why;
   } else if (n % bn != 0 || k % bk != 0) {
     p.reason = "tile does not divide the GEMM: N=" + std::to_string(n) + " % " + std::to_string(bn) + ", K=" +
                std::to_string(k) + " % " + std::to_string(bk);

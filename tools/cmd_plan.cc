@@ -61,7 +61,7 @@ nlohmann::json plan_json(const KernelPlan& p) {
   const auto& L = p.smem;
   return {{"gemm", p.gemm},       {"tile", {p.block_m, p.block_n, p.block_k}},
           {"stages", p.stages},   {"smem_bytes", L.total},
-          {"limit", p.limit},     {"fits", p.fits},
+          {"limit", p.limit},     {"fits", p.fits},  {"buildable", p.buildable},
           {"shipped", p.shipped}, {"blocks_per_sm", p.blocks_per_sm},
           {"warp_specialized", p.warp_specialized},
           {"breakdown", {{"weights", L.weight_tile}, {"scales", L.scale_tile}, {"activations", L.act_tile},
@@ -116,7 +116,7 @@ int run_ours(const Opts& o, const ModelPreset& m, const std::vector<const ArchIn
                   with_commas(L.weight_tile).c_str(), with_commas(L.scale_tile).c_str(), with_commas(L.act_tile).c_str(),
                   with_commas(L.act_padding).c_str(), with_commas(L.stage_bytes).c_str(), with_commas(L.total).c_str(),
                   p.blocks_per_sm,
-                  (std::string(p.fits ? (p.shipped ? "fits (shipped)" : "fits") : "DOES NOT FIT") +
+                  (std::string(p.fits ? (p.shipped ? "fits (shipped)" : "fits") : p.buildable ? "DOES NOT FIT" : "NOT BUILDABLE") +
                    (L.act_layout == MoeActLayout::kSwizzled128 ? ", wgmma: acts 128B-swizzled" : "") +
                    (p.warp_specialized ? ", warp-specialized (+" + with_commas(L.barriers) + " B mbarriers, +" +
                                               with_commas(L.epilogue) + " B item records)"

@@ -96,6 +96,23 @@ constexpr MoeGemmSmemLayout moe_gemm_smem_layout(int block_m, int block_n, int b
   return l;
 }
 
+// Why the kernels' copy assignment (kernels/moe_gemm.cuh, TileProducer) cannot serve a tile copied by
+// `threads` threads into the `act` activation layout, or nullptr when it can. A thread copies one 16-row weight
+// tile's contiguous run and activation rows a fixed stride apart, so every copy of a stage sits at a
+// compile-time offset. The kernels static_assert it; the planner reports it for custom tiles.
+constexpr const char* moe_gemm_copy_problem(int block_m, int block_n, int block_k, int threads, MoeActLayout act) {
+  const int row_tiles = block_n / 16, row_chunks = block_k * 2 / 16;  // 16-byte chunks per token row
+  if (threads % row_tiles != 0 || (block_k / 64 * 32) % (threads / row_tiles) != 0)
+    return "the 16-row weight tiles do not split evenly over the copying threads";
+  if (block_n * block_k / 256 > threads) return "more than one block-scale copy per thread";
+  if (threads % row_chunks != 0)
+    return "a thread's activation copies are not whole rows apart (copying threads not a multiple of tile K / 8)";
+  if (act == MoeActLayout::kSwizzled128 && (threads / row_chunks) % 8 != 0)
+    return "a thread's activation rows differ in swizzle phase (copying threads / (tile K / 8) not a multiple of 8)";
+  if ((block_m * row_chunks + threads - 1) / threads > 32) return "more than 32 activation copies per thread";
+  return nullptr;
+}
+
 // Largest stage count whose layout fits `budget` bytes (0 when not even one stage fits).
 constexpr int moe_gemm_max_stages(int block_m, int block_n, int block_k, int64_t budget,
                                   MoeActLayout act = MoeActLayout::kPaddedRows) {

@@ -60,7 +60,8 @@ struct KernelPlan {
   int blocks_per_sm_smem = 0;       // resident blocks by shared memory (incl. the 1 KB runtime reservation)
   int blocks_per_sm_threads = 0;
   int blocks_per_sm = 0;            // the smaller of the above (registers: capped by __launch_bounds__)
-  bool fits = false;                // smem.total <= limit and the shape divides the tile
+  bool fits = false;                // smem.total <= limit, the shape divides the tile and the kernels can copy it
+  bool buildable = true;            // the kernels' copy assignment serves the tile (moe_gemm_copy_problem)
   bool shipped = false;             // compiled into this library for this arch
   bool warp_specialized = false;    // a producer warpgroup + block_n / 64 consumer warpgroups, one block per SM
                                     // (kernels/moe_gemm_ws.cuh; smem.barriers holds its mbarriers)

@@ -125,6 +125,19 @@ TEST(Planner, CustomTilesAndClearErrors) {
             std::string::npos);
   EXPECT_NE(plan_kernels(MoeShape{8, 6150, 2048, 2}, *a, std::nullopt, std::nullopt, &plans).message().find("multiples of 16"),
             std::string::npos);
+  // A tile whose shared memory fits but which the kernels' copy assignment cannot serve: 32 copying threads
+  // (block_n 16) for 64 chunks per token row (block_k 512). The planner says so instead of "fits".
+  ASSERT_TRUE(plan_kernels(glm, *a, std::vector<int>{8, 16, 512}, std::nullopt, &plans).is_ok());
+  EXPECT_FALSE(plans[0].fits);
+  EXPECT_FALSE(plans[0].buildable);
+  EXPECT_NE(plans[0].reason.find("not whole rows apart"), std::string::npos) << plans[0].reason;
+  // Every shipped tile is buildable on every arch that builds kernels.
+  for (const char* arch : {"sm_90", "sm_120"}) {
+    const ArchInfo* b = nullptr;
+    ASSERT_TRUE(find_arch(arch, &b).is_ok());
+    ASSERT_TRUE(plan_kernels(glm, *b, std::nullopt, std::nullopt, &plans).is_ok());
+    for (const auto& p : plans) EXPECT_TRUE(p.buildable) << arch << " " << p.reason;
+  }
   // A shape that the tile does not divide.
   ASSERT_TRUE(plan_kernels(MoeShape{128, 2880, 2880, 4}, *a, std::nullopt, std::nullopt, &plans).is_ok());
   EXPECT_FALSE(plans[0].fits);
