@@ -20,14 +20,15 @@ __device__ __forceinline__ void cp_async_16(void* smem_dst, const void* gmem_src
 }
 // The same with the ignore-src operand: `zero` writes 16 zero bytes and reads nothing (the source must still
 // be an address; callers pass a valid one). A predicate, unlike a register src-size, costs no per-copy
-// arithmetic (ptxas sets the copy's zero-fill predicate directly). PTX ISA "cp.async", ignore-src.
+// arithmetic (ptxas sets the copy's zero-fill predicate directly). PTX ISA "cp.async", ignore-src (link above).
 __device__ __forceinline__ void cp_async_16_zfill(void* smem_dst, const void* gmem_src, bool zero) {
   asm volatile(
       "{\n.reg .pred z;\nsetp.ne.b32 z, %2, 0;\n"
       "cp.async.cg.shared.global [%0], [%1], 16, z;\n}\n" ::"r"(smem_addr(smem_dst)),
       "l"(gmem_src), "r"(static_cast<uint32_t>(zero)));
 }
-// 4-byte cp.async (the .ca form: sizes below 16 go through L1), for the warp-specialized kernels' item records.
+// 4-byte cp.async, for the warp-specialized kernels' item records: `.cg` takes only 16-byte copies, so this
+// is the `.ca` form (through L1; the records' sources are read once per item). PTX ISA "cp.async" (link above).
 __device__ __forceinline__ void cp_async_4(void* smem_dst, const void* gmem_src) {
   asm volatile("cp.async.ca.shared.global [%0], [%1], 4;\n" ::"r"(smem_addr(smem_dst)), "l"(gmem_src));
 }
