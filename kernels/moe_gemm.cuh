@@ -99,22 +99,21 @@ __device__ __forceinline__ void wgmma_group(const uint8_t* w_warp, const uint8_t
                    mul);
 }
 
-// The epilogue of one work item (N tile nt, K range q of expert e's chunk: rows row0 .. row0 + rows - 1),
-// straight from this warp's accumulators (mma.sync C fragments; on the wgmma path the same registers).
-// kLaneRows (not with kFusedRouting): the down epilogue's per-row data (pair index, router weight) is loaded
-// once per row by the warp's lanes -- lane l holds rows l and l + 32 -- and handed out with shuffles, and no
-// 8-token tile past the item's rows is visited. The warp-specialized kernels use it: with their 96 registers
-// the per-thread loads of all 16 rows spilled, and loading them tile by tile cost two dependent global round
-// trips per tile (ncu: long-scoreboard stalls led the down kernel's at T=4096).
-// What store_item needs of an item besides its accumulators, when the caller has it already (the
-// warp-specialized kernels read it from the item record in shared memory): alpha of the item's expert, and
-// (kLaneRows) the pair index and router weight of rows lane and lane + 32.
+// What store_item needs of an item besides its accumulators with kLaneRows (the warp-specialized kernels read
+// it from the item record in shared memory): alpha of the item's expert, and the pair index and router weight
+// of rows lane and lane + 32.
 struct EpilogueRows {
   float alpha;
   int32_t lane_pair[2];
   float lane_weight[2];
 };
-template <class Cfg, MoeEpilogue kEpi, bool kFusedRouting, bool kLaneRows = false, bool kPreloaded = false>
+// The epilogue of one work item (N tile nt, K range q of expert e's chunk: rows row0 .. row0 + rows - 1),
+// straight from this warp's accumulators (mma.sync C fragments; on the wgmma path the same registers).
+// kLaneRows (the warp-specialized kernels): alpha and the down epilogue's per-row data come in `pre`, lane l
+// holding rows l and l + 32, handed out with shuffles, and no 8-token tile past the item's rows is visited.
+// (With their 96 registers, per-thread loads of all 16 rows spilled, and loading them tile by tile cost two
+// dependent global round trips per tile: ncu, long-scoreboard stalls led the down kernel's at T=4096.)
+template <class Cfg, MoeEpilogue kEpi, bool kFusedRouting, bool kLaneRows = false>
 __device__ __forceinline__ void store_item(const MoeGemmParams& p, const WarpRouting& wr, float (&acc)[Cfg::kNTiles8][4],
                                            int nt, int q, int e, int row0, int rows, int warp, int lane,
                                            const EpilogueRows& pre = EpilogueRows{}) {
@@ -123,19 +122,8 @@ __device__ __forceinline__ void store_item(const MoeGemmParams& p, const WarpRou
   if constexpr (kEpi == MoeEpilogue::kFinalizeStore) partial += q * p.split_stride;
   static_assert(!(kLaneRows && kFusedRouting), "kLaneRows: the routing kernel's tables");
   static_assert(!kLaneRows || Cfg::kBlockM <= 64, "kLaneRows: two rows per lane");
-  static_assert(!kPreloaded || kLaneRows, "kPreloaded: the per-lane row data of kLaneRows");
-  const float alpha = kPreloaded ? pre.alpha : p.alpha[e];
+  const float alpha = kLaneRows ? pre.alpha : p.alpha[e];
   const int g8 = lane >> 2, t4 = lane & 3;
-  [[maybe_unused]] int32_t lane_pair[2] = {pre.lane_pair[0], pre.lane_pair[1]};  // kLaneRows: rows lane, lane + 32
-  [[maybe_unused]] float lane_weight[2] = {pre.lane_weight[0], pre.lane_weight[1]};
-  if constexpr (kLaneRows && !kPreloaded && kEpi != MoeEpilogue::kSwiGLU) {
-#pragma unroll
-    for (int h = 0; h < (Cfg::kBlockM > 32 ? 2 : 1); ++h)
-      if (lane + 32 * h < rows) lane_pair[h] = p.perm_pair[row0 + lane + 32 * h];
-#pragma unroll
-    for (int h = 0; h < (Cfg::kBlockM > 32 ? 2 : 1); ++h)
-      if (lane + 32 * h < rows) lane_weight[h] = p.topk_weights[lane_pair[h]];
-  }
 #pragma unroll
   for (int j = 0; j < Cfg::kNTiles8; ++j) {
     if constexpr (kLaneRows)
@@ -153,9 +141,9 @@ __device__ __forceinline__ void store_item(const MoeGemmParams& p, const WarpRou
       [[maybe_unused]] int32_t row_pair = 0;
       [[maybe_unused]] float row_weight = 0.0f;
       if constexpr (kLaneRows && kEpi != MoeEpilogue::kSwiGLU) {
-        row_weight = __shfl_sync(0xFFFFFFFFu, lane_weight[j * 8 < 32 ? 0 : 1], m & 31);
+        row_weight = __shfl_sync(0xFFFFFFFFu, pre.lane_weight[j * 8 < 32 ? 0 : 1], m & 31);
         if constexpr (kEpi == MoeEpilogue::kFinalizeAtomic)
-          row_pair = __shfl_sync(0xFFFFFFFFu, lane_pair[j * 8 < 32 ? 0 : 1], m & 31);
+          row_pair = __shfl_sync(0xFFFFFFFFu, pre.lane_pair[j * 8 < 32 ? 0 : 1], m & 31);
       }
       if (m >= rows) continue;
       const int64_t prow = row0 + m;
@@ -208,8 +196,8 @@ __device__ __forceinline__ void store_item(const MoeGemmParams& p, const WarpRou
 // apart (compile-time destination offsets), and rows past the item's tokens read a valid row with the
 // copy's ignore-src predicate set, so no copy needs a per-stage select.
 // kRecord (warp-specialized kernels): with the last stage of each item the producer also copies the item's
-// record (row0, rows, alpha; with kRecordRows each row's router weight and pair index) into `rec`, the record
-// slot of that stage (MoeGemmSmemLayout::epilogue_offset); the stage's full barrier covers it like the tiles.
+// record (row0, rows, alpha; with kRows each row's router weight and pair index: MoeGemmWsRecord) into `rec`,
+// the record slot of that stage (MoeGemmSmemLayout::epilogue_offset); the stage's full barrier covers it.
 enum class ItemRecord { kNone, kHeader, kRows };
 template <class Cfg, int kPThreads, bool kFusedRouting, ItemRecord kRecord = ItemRecord::kNone>
 struct TileProducer {
@@ -220,16 +208,13 @@ struct TileProducer {
   static constexpr int kSChunks = Cfg::kBlockN * Cfg::kBlockK / 16 / 16;  // scales
   static constexpr int kRowChunks = Cfg::kBlockK * 2 / 16;              // activations, per token row
   static constexpr int kXChunks = Cfg::kBlockM * kRowChunks;
+  // Every divisibility and count this assignment relies on (tiles over threads, one scale copy per thread,
+  // whole rows apart, one swizzle phase, at most 32 activation copies for x_zero's bits).
   static_assert(moe_gemm_copy_problem(Cfg::kBlockM, Cfg::kBlockN, Cfg::kBlockK, kPThreads, Cfg::kSmem.act_layout) == nullptr,
                 "tile not served by the copy assignment (moe_gemm_copy_problem says why; the planner prints it)");
-  static_assert(kPThreads % kRowTiles == 0 && kTileChunks % kTPR == 0,
-                "the weight tiles must split evenly over the copying threads");
-  static_assert(kSChunks <= kPThreads, "one scale copy per thread at most");
   static constexpr int kWPer = kTileChunks / kTPR;
   static constexpr int kXPer = (kXChunks + kPThreads - 1) / kPThreads;
-  static_assert(kPThreads % kRowChunks == 0, "a thread's activation copies are whole rows apart");
   static constexpr int kXRowStep = kPThreads / kRowChunks;  // rows between a thread's activation copies
-  static_assert(kXPer <= 32, "x_zero: one bit per activation copy of a thread");
 
   int item, kt;  // the next copy's work item and K step inside it
   const uint8_t* w_src = nullptr;  // this thread's first weight chunk at the item's first K step
@@ -297,7 +282,6 @@ struct TileProducer {
       // Copy i: row m0 + i x kXRowStep, 16-byte chunk `off`. wgmma: the chunk goes to slice off/8, row m,
       // chunk (off%8) ^ (m%8) (the 128-byte swizzle, wgmma.cuh), and m%8 is the same for every copy;
       // mma.sync: padded rows. Either way copy i lands at a constant offset from copy 0.
-      static_assert(!Cfg::kWgmma || kXRowStep % 8 == 0, "the swizzle phase of a thread's rows is the same");
       const int m0 = tid / kRowChunks, off = tid % kRowChunks;
       uint8_t* dst = s_base + L.act_offset +
                      (Cfg::kWgmma ? (off / 8) * L.act_slice_bytes + m0 * 128 + (((off & 7) ^ (m0 & 7)) * 16)
@@ -311,15 +295,16 @@ struct TileProducer {
       // The item record, with the item's last stage (its consumers read it after that stage's wait).
       if constexpr (kRecord != ItemRecord::kNone) {
         if (kt == k_tiles - 1) {
+          using R = MoeGemmWsRecord;
           if (tid == kPThreads - 1) {
-            ptx::cp_async_4(rec, p.chunk_start + rec_chunk);
-            ptx::cp_async_4(rec + 4, p.chunk_rows + rec_chunk);
-            ptx::cp_async_4(rec + 8, p.alpha + rec_e);
+            ptx::cp_async_4(rec + R::kRow0, p.chunk_start + rec_chunk);
+            ptx::cp_async_4(rec + R::kRows, p.chunk_rows + rec_chunk);
+            ptx::cp_async_4(rec + R::kAlpha, p.alpha + rec_e);
           }
           if constexpr (kRecord == ItemRecord::kRows) {
             if (tid < rec_rows) {
-              ptx::cp_async_4(rec + 16 + 4 * tid, p.topk_weights + rec_pair);
-              ptx::cp_async_4(rec + 16 + 4 * (Cfg::kBlockM + tid), p.perm_pair + rec_row0 + tid);
+              ptx::cp_async_4(rec + R::kRowData + 4 * tid, p.topk_weights + rec_pair);
+              ptx::cp_async_4(rec + R::kRowData + 4 * (Cfg::kBlockM + tid), p.perm_pair + rec_row0 + tid);
             }
           }
         }

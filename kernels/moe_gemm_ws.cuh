@@ -157,22 +157,23 @@ __device__ __forceinline__ void moe_gemm_ws_body(const MoeGemmParams& p, const R
 #pragma unroll
     for (int i = 0; i < Cfg::kBlockM / 2; ++i) wgmma::fence_operand(accw[i]);
     // The item's record sits in the slot of its last stage (`held`), which is released once it is read.
+    using R = MoeGemmWsRecord;
     const uint8_t* rec = record(held);
-    const int row0 = *reinterpret_cast<const int32_t*>(rec), rows = *reinterpret_cast<const int32_t*>(rec + 4);
-    EpilogueRows pre{*reinterpret_cast<const float*>(rec + 8), {0, 0}, {0.0f, 0.0f}};
+    const int row0 = *reinterpret_cast<const int32_t*>(rec + R::kRow0), rows = *reinterpret_cast<const int32_t*>(rec + R::kRows);
+    EpilogueRows pre{*reinterpret_cast<const float*>(rec + R::kAlpha), {0, 0}, {0.0f, 0.0f}};
     if constexpr (kRecord == ItemRecord::kRows) {
 #pragma unroll
       for (int h = 0; h < (Cfg::kBlockM > 32 ? 2 : 1); ++h) {
         if (lane + 32 * h < rows) {
-          pre.lane_weight[h] = *reinterpret_cast<const float*>(rec + 16 + 4 * (lane + 32 * h));
-          pre.lane_pair[h] = *reinterpret_cast<const int32_t*>(rec + 16 + 4 * (Cfg::kBlockM + lane + 32 * h));
+          pre.lane_weight[h] = *reinterpret_cast<const float*>(rec + R::kRowData + 4 * (lane + 32 * h));
+          pre.lane_pair[h] = *reinterpret_cast<const int32_t*>(rec + R::kRowData + 4 * (Cfg::kBlockM + lane + 32 * h));
         }
       }
     }
     release(held);
     held = -1;
-    store_item<Cfg, kEpi, false, true, true>(p, no_routing, acc, item / splits % n_tiles, item % splits, -1, row0, rows,
-                                             warp, lane, pre);
+    store_item<Cfg, kEpi, false, true>(p, no_routing, acc, item / splits % n_tiles, item % splits, -1, row0, rows, warp,
+                                       lane, pre);
   }
 }
 

@@ -195,8 +195,14 @@ inline constexpr int kWsMaxStages = 8;
 // An item record: what a warp-specialized consumer's epilogue needs of its work item (first row, rows, alpha,
 // and per row the router weight and pair index), copied by the producer with the item's last stage, so the
 // epilogue reads shared memory instead of three dependent global loads (chunk table -> perm_pair ->
-// topk_weights; ncu, T=512 down: 10% of the kernel's stall samples). 16 B + 8 B per token row.
-constexpr int64_t moe_gemm_ws_record_bytes(int block_m) { return 16 + int64_t{8} * block_m; }
+// topk_weights; ncu, T=512 down: 10% of the kernel's stall samples). 16 B + 8 B per token row; the producer
+// writes and the consumers read it at these byte offsets.
+struct MoeGemmWsRecord {
+  static constexpr int kRow0 = 0, kRows = 4, kAlpha = 8;  // int32, int32, float (bytes 12..15 unused)
+  static constexpr int kRowData = 16;  // float router weight of row m at kRowData + 4 m, int32 pair index at
+                                       // kRowData + 4 (block_m + m)
+};
+constexpr int64_t moe_gemm_ws_record_bytes(int block_m) { return MoeGemmWsRecord::kRowData + int64_t{8} * block_m; }
 constexpr MoeGemmSmemLayout moe_gemm_ws_smem_layout(int block_m, int block_n, int block_k, int stages) {
   MoeGemmSmemLayout l = moe_gemm_smem_layout(block_m, block_n, block_k, stages, MoeActLayout::kSwizzled128);
   l.barriers = int64_t{2} * stages * 8;  // a full and an empty mbarrier (8 B each) per stage, after the stages
@@ -206,11 +212,10 @@ constexpr MoeGemmSmemLayout moe_gemm_ws_smem_layout(int block_m, int block_n, in
   l.epilogue_offset = l.pipeline + l.barriers;
   return l;
 }
-// Largest stage count of a warp-specialized tile within `budget` bytes (each stage also brings its 16 B of
-// mbarriers and its item record); 0 when not even one fits.
+// Largest stage count of a warp-specialized tile within `budget` bytes (each stage also brings its mbarriers
+// and its item record, so one stage's whole layout is the unit); 0 when not even one fits.
 constexpr int moe_gemm_ws_max_stages(int block_m, int block_n, int block_k, int64_t budget) {
-  const int64_t per = moe_gemm_smem_layout(block_m, block_n, block_k, 1, MoeActLayout::kSwizzled128).stage_bytes + 16 +
-                      moe_gemm_ws_record_bytes(block_m);
+  const int64_t per = moe_gemm_ws_smem_layout(block_m, block_n, block_k, 1).total;
   return per > 0 ? static_cast<int>(budget / per) : 0;
 }
 // Stages of a warp-specialized tile: as many as fit one block per SM, at most kWsMaxStages.
