@@ -97,10 +97,11 @@ Status run_moe_bench(const MoeBenchOptions& o, MoeBenchDevice* dev, std::vector<
   }
 
   // Weights: random NVFP4 codes and scales in the checkpoint layout, prepacked by the layer.
-  MoeLayer layer, layer_plain, layer_atomic, layer_unfused, layer_other_ws;
+  MoeLayer layer, layer_twin, layer_plain, layer_atomic, layer_unfused, layer_other_ws, layer_no_prefetch;
   MoeLayerOptions base;
   if (!o.use_tuning_cache) base.tuning_cache = "none";
   base.warp_specialized = o.warp_specialized;
+  base.down_l2_prefetch_bytes = o.down_l2_prefetch_bytes;
   {
     DevBuf w13p, w13s, w2p, w2s, g13, g2;
     FP4MOE_RETURN_IF_ERROR(w13p.alloc(E * 2 * I * H / 2));
@@ -128,9 +129,15 @@ Status run_moe_bench(const MoeBenchOptions& o, MoeBenchDevice* dev, std::vector<
       plain.programmatic_launch = false;
       atomic.finalize = FinalizeMode::kAtomic;
       unfused.fuse_small_routing = false;
+      FP4MOE_RETURN_IF_ERROR(layer_twin.init(o.shape, base, w13, w2, nullptr));
       FP4MOE_RETURN_IF_ERROR(layer_unfused.init(o.shape, unfused, w13, w2, nullptr));
       FP4MOE_RETURN_IF_ERROR(layer_plain.init(o.shape, plain, w13, w2, nullptr));
       FP4MOE_RETURN_IF_ERROR(layer_atomic.init(o.shape, atomic, w13, w2, nullptr));
+      if (base.down_l2_prefetch_bytes != 0) {
+        MoeLayerOptions no_prefetch = base;
+        no_prefetch.down_l2_prefetch_bytes = 0;
+        FP4MOE_RETURN_IF_ERROR(layer_no_prefetch.init(o.shape, no_prefetch, w13, w2, nullptr));
+      }
     }
   }
   // cuBLAS baseline: bf16 weights of every expert.
@@ -233,11 +240,22 @@ Status run_moe_bench(const MoeBenchOptions& o, MoeBenchDevice* dev, std::vector<
       r.route_us = phase(kPhaseRouting, layer).median_us;
       r.gate_up_us = phase(kPhaseGateUp, layer).median_us;
       r.down_us = phase(kPhaseDown, layer).median_us;
-      r.layer_plain_us = phase(kPhaseAll, layer_plain).median_us;
-      r.layer_atomic_us = phase(kPhaseAll, layer_atomic).median_us;
+      // The variants, interleaved with the main layer in rounds (MoeBenchRow::layer_main_us says why).
+      std::vector<std::pair<const MoeLayer*, double*>> variants = {
+          {&layer, &r.layer_main_us}, {&layer_twin, &r.layer_twin_us}, {&layer_plain, &r.layer_plain_us},
+          {&layer_atomic, &r.layer_atomic_us}};
+      if (base.down_l2_prefetch_bytes != 0) variants.push_back({&layer_no_prefetch, &r.layer_no_prefetch_us});
       if (layer.runs_warp_specialized(T, r.block_m) != layer_other_ws.runs_warp_specialized(T, r.block_m))
-        r.layer_other_ws_us = phase(kPhaseAll, layer_other_ws).median_us;
-      if (layer.fuses_routing(T, r.block_m)) r.layer_unfused_us = phase(kPhaseAll, layer_unfused).median_us;
+        variants.push_back({&layer_other_ws, &r.layer_other_ws_us});
+      if (layer.fuses_routing(T, r.block_m)) variants.push_back({&layer_unfused, &r.layer_unfused_us});
+      constexpr int kRounds = 3;
+      std::vector<std::vector<double>> times(variants.size());
+      for (int round = 0; round < kRounds; ++round)
+        for (size_t v = 0; v < variants.size(); ++v) times[v].push_back(phase(kPhaseAll, *variants[v].first).median_us);
+      for (size_t v = 0; v < variants.size(); ++v) {
+        std::sort(times[v].begin(), times[v].end());
+        *variants[v].second = times[v][kRounds / 2];
+      }
       FP4MOE_RETURN_IF_ERROR(failed);
     }
     FP4MOE_RETURN_IF_ERROR(layer.check(ws[0].p, nullptr));
@@ -317,17 +335,23 @@ void print_moe_bench(const MoeBenchOptions& o, const MoeBenchDevice& dev, const 
     }
     if (r.down_k_splits > 1) std::fprintf(f, " (fastest with the down K in %d splits)", r.down_k_splits);
     std::fprintf(f, " (the layer picks %d)", r.heuristic_bm);
-    if (r.layer_plain_us > 0)
-      std::fprintf(f, "; at bm%d: %.1f us, without programmatic launch %.1f us (%+.1f%%), atomic finalize %.1f us (%+.1f%%)",
-                   r.block_m, r.layer_us, r.layer_plain_us, 100.0 * (r.layer_plain_us / r.layer_us - 1.0),
-                   r.layer_atomic_us, 100.0 * (r.layer_atomic_us / r.layer_us - 1.0));
-    if (r.layer_other_ws_us > 0)
-      std::fprintf(f, ", %s %.1f us (%+.1f%%)",
-                   o.warp_specialized ? "2-blocks-per-SM kernels (not warp-specialized)" : "warp-specialized kernels",
-                   r.layer_other_ws_us, 100.0 * (r.layer_other_ws_us / r.layer_us - 1.0));
-    if (r.layer_unfused_us > 0)
-      std::fprintf(f, ", with the routing kernel (not fused) %.1f us (%+.1f%%)", r.layer_unfused_us,
-                   100.0 * (r.layer_unfused_us / r.layer_us - 1.0));
+    if (r.layer_main_us > 0) {
+      auto rel = [&](double us) { return 100.0 * (us / r.layer_main_us - 1.0); };
+      std::fprintf(f, "; at bm%d, medians of 3 rounds each timing the layer (%.1f us) and then every variant: same options "
+                      "on a second copy of the weights %.1f us (%+.1f%%), without programmatic launch %.1f us (%+.1f%%), "
+                      "atomic finalize %.1f us (%+.1f%%)",
+                   r.block_m, r.layer_main_us, r.layer_twin_us, rel(r.layer_twin_us), r.layer_plain_us,
+                   rel(r.layer_plain_us), r.layer_atomic_us, rel(r.layer_atomic_us));
+      if (r.layer_no_prefetch_us > 0)
+        std::fprintf(f, ", without the L2 prefetch of down's weights %.1f us (%+.1f%%)", r.layer_no_prefetch_us,
+                     rel(r.layer_no_prefetch_us));
+      if (r.layer_other_ws_us > 0)
+        std::fprintf(f, ", %s %.1f us (%+.1f%%)",
+                     o.warp_specialized ? "2-blocks-per-SM kernels (not warp-specialized)" : "warp-specialized kernels",
+                     r.layer_other_ws_us, rel(r.layer_other_ws_us));
+      if (r.layer_unfused_us > 0)
+        std::fprintf(f, ", with the routing kernel (not fused) %.1f us (%+.1f%%)", r.layer_unfused_us, rel(r.layer_unfused_us));
+    }
     std::fprintf(f, "\n");
   }
   const MoeShape& s = o.shape;
@@ -376,8 +400,10 @@ std::string moe_bench_json(const MoeBenchOptions& o, const MoeBenchDevice& dev, 
                    {"floor_us", r.floor_us}, {"gbs", r.gbs}, {"pct_read_bw", r.pct_bw}, {"tflops", r.tflops},
                    {"flop_per_byte", r.flop_per_byte}, {"cublas_gate_up_us", r.cublas_gate_up_us},
                    {"cublas_us", r.cublas_us}, {"projected_tokens_per_s", r.tokens_per_s},
+                   {"layer_variant_reference_us", r.layer_main_us}, {"layer_second_weight_copy_us", r.layer_twin_us},
                    {"layer_plain_launch_us", r.layer_plain_us}, {"layer_atomic_finalize_us", r.layer_atomic_us},
                    {"layer_unfused_routing_us", r.layer_unfused_us}, {"layer_other_warp_specialized_us", r.layer_other_ws_us},
+                   {"layer_no_l2_prefetch_us", r.layer_no_prefetch_us},
                    {"down_k_splits", r.down_k_splits},
                    {"pct_compute_roof", dev.cublas_tflops > 0 ? 100.0 * r.tflops / dev.cublas_tflops : 0.0},
                    {"bound", dev.read_gbs <= 0 || dev.cublas_tflops <= 0 ? "unknown"
