@@ -317,35 +317,6 @@ struct TileProducer {
   }
 };
 
-// gate_up's L2 prefetch of the down GEMM's first work items (RoutingParams::next), by one whole warp once this
-// block's producer has issued its last copies: DRAM would otherwise idle while the block's last stages drain,
-// the grid ends and down's blocks start and wait for gate_up (down's blocks take SMs only as gate_up's leave).
-// Down uses the same tile config (Cfg) and the same grid, so its block b walks items b, b + gridDim.x, ...
-// of the same chunk table. An item's row tile is one contiguous run of its K range in the prepacked layout:
-// lane r < kRowTiles prefetches row tile r's weights, lane kRowTiles + r its scales.
-template <class Cfg, bool kFusedRouting>
-__device__ __forceinline__ void prefetch_next_items(const MoeGemmParams& p, const WarpRouting& wr,
-                                                    const L2PrefetchParams& nx, int num_chunks, int lane) {
-  constexpr int kRowTiles = Cfg::kBlockN / 16;
-  static_assert(2 * kRowTiles <= 32, "one lane per row tile's weights and one per its scales");
-  const int n_tiles = nx.n / Cfg::kBlockN, item_groups = nx.k / nx.splits / pack::kGroupK;
-  const int num_items = num_chunks * n_tiles * nx.splits;
-  const bool weights = lane < kRowTiles;
-  const int r = weights ? lane : lane - kRowTiles;
-  for (int i = 0; i < nx.rounds; ++i) {
-    const int item = blockIdx.x + i * gridDim.x;
-    if (item >= num_items) break;  // warp-uniform
-    const int tile = item / nx.splits, chunk = tile / n_tiles, nt = tile % n_tiles;
-    const int e = kFusedRouting ? wr.expert(chunk) : p.chunk_expert[chunk];
-    const int64_t g0 = static_cast<int64_t>(item % nx.splits) * item_groups, row_tile = int64_t{nt} * kRowTiles + r;
-    if (lane < 2 * kRowTiles)
-      ptx::prefetch_l2_bulk(weights ? nx.weights + pack::weight_group_offset(e, row_tile, g0, nx.n, nx.k)
-                                    : nx.scales + pack::scale_group_offset(e, row_tile, g0, nx.n, nx.k),
-                            static_cast<uint32_t>(nx.groups) *
-                                (weights ? pack::kWeightGroupBytes : pack::kScaleGroupBytes));
-  }
-}
-
 // kFusedRouting (at most kWarpRoutingMaxPairs pairs): the chunk table and the permutation come from
 // warp_routing over `route` (registers, read with shuffles: every lookup is warp-uniform) instead of the
 // routing kernel's tables in global memory; gate_up's block 0 also writes route's tables, for the finalize
@@ -376,8 +347,7 @@ __device__ __forceinline__ void moe_gemm_body(const MoeGemmParams& p, const Rout
   WarpRouting wr;
   if constexpr (kFusedRouting) wr = warp_routing(route, kEpi == MoeEpilogue::kSwiGLU && blockIdx.x == 0);
   const int n_tiles = p.n / kBN, splits = p.k_splits, k_tiles = p.k / kBK / splits;  // k_tiles: per item
-  const int num_chunks = kFusedRouting ? wr.num_chunks : *p.num_chunks;
-  const int num_items = num_chunks * n_tiles * splits;
+  const int num_items = (kFusedRouting ? wr.num_chunks : *p.num_chunks) * n_tiles * splits;
   const int my_items = blockIdx.x < num_items ? (num_items - 1 - blockIdx.x) / gridDim.x + 1 : 0;
   const int total_steps = my_items * k_tiles;
 
@@ -431,11 +401,6 @@ __device__ __forceinline__ void moe_gemm_body(const MoeGemmParams& p, const Rout
   const uint8_t* x_lane = smem + L.act_offset + (lane & 7) * L.act_row_stride + (lane >> 3) * 16;
   [[maybe_unused]] uint64_t act_desc = 0;
   if constexpr (Cfg::kWgmma) act_desc = wgmma::desc_k_major_sw128(ptx::smem_addr(smem + L.act_offset));
-  // gate_up: the L2 prefetch for down (prefetch_next_items) once the copies are all issued: here where
-  // the prologue issued them all, else at the step that issues none (below).
-  if constexpr (kEpi == MoeEpilogue::kSwiGLU)
-    if (total_steps < kAhead && warp == 0 && route.next.rounds > 0)
-      prefetch_next_items<Cfg, kFusedRouting>(p, wr, route.next, num_chunks, lane);
   for (int st = 0; st < total_steps; ++st) {
     if (cons_kt == 0) {
       const int chunk = cons_item / splits / n_tiles;
@@ -454,12 +419,7 @@ __device__ __forceinline__ void moe_gemm_body(const MoeGemmParams& p, const Rout
     __syncthreads();  // step st has landed for every thread; slot (st - 1) % kStages is free again
     // Step st + kAhead refills slot (st + kStages - 1) % kStages, the one step st - 1 used.
     static_assert(kAhead == kStages - 1, "the refill slot below is the previous step's");
-    if (st + kAhead < total_steps) {
-      produce(slot == 0 ? kStages - 1 : slot - 1, true, true);
-    } else if constexpr (kEpi == MoeEpilogue::kSwiGLU) {
-      if (st + kAhead == total_steps && warp == 0 && route.next.rounds > 0)
-        prefetch_next_items<Cfg, kFusedRouting>(p, wr, route.next, num_chunks, lane);
-    }
+    if (st + kAhead < total_steps) produce(slot == 0 ? kStages - 1 : slot - 1, true, true);
     ptx::cp_async_commit();
 
     if (++slot == kStages) slot = 0;

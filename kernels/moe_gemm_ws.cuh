@@ -44,8 +44,7 @@ __device__ __forceinline__ void moe_gemm_ws_body(const MoeGemmParams& p, const R
     ptx::griddep_launch_dependents();
   }
   const int n_tiles = p.n / Cfg::kBlockN, splits = p.k_splits, k_tiles = p.k / Cfg::kBlockK / splits;
-  const int num_chunks = *p.num_chunks;
-  const int num_items = num_chunks * n_tiles * splits;
+  const int num_items = *p.num_chunks * n_tiles * splits;
   const int my_items = blockIdx.x < num_items ? (num_items - 1 - blockIdx.x) / gridDim.x + 1 : 0;
   const int total_steps = my_items * k_tiles;  // the producer's; the consumers walk the same items and steps
   const WarpRouting no_routing{};  // (the routing kernel's tables: no fused routing here)
@@ -91,10 +90,6 @@ __device__ __forceinline__ void moe_gemm_ws_body(const MoeGemmParams& p, const R
       signal_full(slot);
       if (++slot == kStages) slot = 0, ++use;
     }
-    // gate_up: down's first items into L2 while the consumers drain the last stages (moe_gemm.cuh).
-    if constexpr (kEpi == MoeEpilogue::kSwiGLU)
-      if (tid < 32 && route.next.rounds > 0)
-        prefetch_next_items<Cfg, false>(p, no_routing, route.next, num_chunks, tid);
     ptx::cp_async_wait_all();
     return;
   }

@@ -11,18 +11,6 @@ namespace fp4moe::kernels {
 inline constexpr uint32_t kErrBadExpertId = 1u;    // a topk id outside [0, E): that pair is skipped
 inline constexpr uint32_t kErrBadRouterWeight = 2u;  // a non-finite router weight: that pair is skipped
 
-// Not routing either: what the gate_up kernel prefetches into L2 for the down GEMM launched after it, so
-// that down's first weight copies hit L2 instead of waiting on DRAM (moe_gemm.cuh, prefetch_next_items).
-// Block b of gate_up prefetches the first `groups` 64-wide K groups of every row tile of down's items b,
-// b + grid, ... (`rounds` of them): the items down's block b copies first.
-struct L2PrefetchParams {
-  const uint8_t* weights;  // down's prepacked weights [E, N/16, K/64, 512 B] and scales [E, N/16, K/64, 64 B]
-  const uint8_t* scales;
-  int32_t n, k, splits;    // down's N (hidden), K (intermediate) and K splits
-  int32_t rounds;          // items per block; 0: no prefetch
-  int32_t groups;          // K groups per row tile of an item, from its first (<= K / splits / 64)
-};
-
 struct RoutingParams {
   const int32_t* topk_ids;      // [T, k]
   const float* topk_weights;    // [T, k]
@@ -40,7 +28,6 @@ struct RoutingParams {
   // Not routing: the NVFP4 dequantizer's multipliers (= kDequantMul), which every GEMM kernel reads from
   // this, its second parameter (kernels/nvfp4_dequant_mma.cuh says why they are not literals).
   DequantMul dequant_mul;
-  L2PrefetchParams next;  // gate_up only (rounds = 0 elsewhere)
 };
 
 // Routing of at most 32 pairs (T * k <= 32: the decode steps of a few tokens) by one warp, in registers, for

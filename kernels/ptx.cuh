@@ -32,15 +32,6 @@ __device__ __forceinline__ void cp_async_16_zfill(void* smem_dst, const void* gm
 __device__ __forceinline__ void cp_async_4(void* smem_dst, const void* gmem_src) {
   asm volatile("cp.async.ca.shared.global [%0], [%1], 4;\n" ::"r"(smem_addr(smem_dst)), "l"(gmem_src));
 }
-// Fetches `bytes` (a multiple of 16) of global memory at `gmem_src` (16-byte aligned) into L2, without
-// waiting and without registers or shared memory to land in: gate_up warms L2 with the down GEMM's first
-// weights while its own last stages drain. One instruction per contiguous run (sm_90+). PTX ISA
-// "cp.async.bulk.prefetch":
-// https://docs.nvidia.com/cuda/parallel-thread-execution/#data-movement-and-conversion-instructions-cp-async-bulk-prefetch
-__device__ __forceinline__ void prefetch_l2_bulk(const void* gmem_src, uint32_t bytes) {
-  asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;\n" ::"l"(__cvta_generic_to_global(gmem_src)), "r"(bytes)
-               : "memory");
-}
 __device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
 // Every cp.async this thread issued has landed, committed to a group or not (PTX ISA "cp.async.wait_all":
 // a commit_group and a wait_group 0).

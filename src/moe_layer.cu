@@ -2,7 +2,6 @@
 #include <algorithm>
 #include <map>
 #include <cmath>
-#include <cstdio>
 #include <string>
 #include <utility>
 
@@ -101,7 +100,6 @@ struct MoeLayer::Impl {
   MoeShape shape;
   MoeLayerOptions options;
   int arch = 0, sms = 0, device = -1;
-  int64_t l2_bytes = 0;  // the device's L2 (MoeLayerOptions::down_l2_prefetch_bytes = -1 takes a quarter)
   struct Sel {
     const detail::MoeKernelSet* set;
     int blocks;  // persistent grid: resident blocks per SM x SMs
@@ -116,26 +114,6 @@ struct MoeLayer::Impl {
 
   ~Impl() {
     if (storage) cudaFree(storage);
-  }
-  // What gate_up prefetches into L2 for a down GEMM on `sel` with `splits` K splits (kernels::L2PrefetchParams):
-  // whole rounds of every block's next item while the budget holds them, else a prefix of K of the first item.
-  kernels::L2PrefetchParams down_prefetch(const Sel& sel, int splits) const {
-    kernels::L2PrefetchParams nx{pw2, ps2, static_cast<int32_t>(shape.hidden), static_cast<int32_t>(shape.intermediate),
-                                 splits, 0, 0};
-    const int64_t budget = options.down_l2_prefetch_bytes < 0 ? l2_bytes / 4 : options.down_l2_prefetch_bytes;
-    const int64_t item_groups = shape.intermediate / splits / pack::kGroupK;
-    // one K group of one item per block: its row tiles' weights and scales
-    const int64_t group_bytes = int64_t{sel.blocks} * (sel.set->block_n / 16) * (pack::kWeightGroupBytes + pack::kScaleGroupBytes);
-    const int64_t round_bytes = group_bytes * item_groups;
-    constexpr int64_t kMaxRounds = 8;
-    if (budget >= round_bytes) {
-      nx.rounds = static_cast<int32_t>(std::min(kMaxRounds, budget / round_bytes));
-      nx.groups = static_cast<int32_t>(item_groups);
-    } else if (budget >= group_bytes) {
-      nx.rounds = 1;
-      nx.groups = static_cast<int32_t>(budget / group_bytes);
-    }
-    return nx;
   }
   // Takes the cache's choices for this shape and finalize mode that name a config built for this GPU.
   void adopt(const TuningCache& cache, const std::string& source) {
@@ -212,7 +190,6 @@ Status MoeLayer::init(const MoeShape& shape, const MoeLayerOptions& options, con
   const int cc = prop.major * 10 + prop.minor;
   impl->arch = cc == 121 ? 120 : cc;
   impl->sms = prop.multiProcessorCount;
-  impl->l2_bytes = prop.l2CacheSize;
   for (const auto& set : detail::moe_kernel_sets()) {
     if (set.arch != impl->arch) continue;
     if (set.warp_specialized && !options.warp_specialized) continue;
@@ -384,17 +361,6 @@ int MoeLayer::down_k_splits_for(int64_t num_tokens) const {
   return fill(2) >= fill(1) + 0.1 ? 2 : 1;
 }
 
-namespace {
-// "L2 prefetch of down's first ... MB, " (MoeLayerOptions::down_l2_prefetch_bytes), or nothing when off.
-std::string prefetch_str(const kernels::L2PrefetchParams& nx, int block_n, int blocks) {
-  if (nx.rounds == 0) return "";
-  const double mb = double(nx.rounds) * nx.groups * blocks * (block_n / 16) * (pack::kWeightGroupBytes + pack::kScaleGroupBytes) / 1e6;
-  char buf[96];
-  std::snprintf(buf, sizeof buf, "L2 prefetch of down's first %.1f MB by gate_up, ", mb);
-  return buf;
-}
-}  // namespace
-
 std::string MoeLayer::describe(int64_t num_tokens) const {
   if (!impl_) return "MoeLayer (not initialised)";
   const Impl::Sel* s = impl_->pick(block_m_for(num_tokens), num_tokens * impl_->shape.top_k);
@@ -407,7 +373,7 @@ std::string MoeLayer::describe(int64_t num_tokens) const {
                               : std::string()) +
          "down K in " +
          std::to_string(down_k_splits_for(num_tokens)) + " split(s), " +
-         (fuses_routing(num_tokens) ? "routing inside the GEMMs, " : "") + prefetch_str(impl_->down_prefetch(*s, down_k_splits_for(num_tokens)), k->block_n, s->blocks) +
+         (fuses_routing(num_tokens) ? "routing inside the GEMMs, " : "") +
          (impl_->options.finalize == FinalizeMode::kDeterministic ? "deterministic" : "atomic") + " finalize";
 }
 
@@ -552,12 +518,9 @@ Status MoeLayer::run(const MoeForwardArgs& a, void* workspace, size_t workspace_
   dn.partial_out = partial;
   dn.k_splits = splits;
   dn.split_stride = a.num_tokens * s.top_k * s.hidden;
-  if (phases & kPhaseGateUp) {
-    kernels::RoutingParams r_gu = r;  // with the L2 prefetch of down's first weights where down follows
-    if (phases & kPhaseDown) r_gu.next = impl_->down_prefetch(*sel, splits);
+  if (phases & kPhaseGateUp)
     FP4MOE_CUDA_TRY(launch(fused_routing ? ks.gate_up_fused : ks.gate_up, sel->blocks, ks.threads, ks.smem_bytes,
-                           stream, pdl_ok && (phases & kPhaseRouting) && !fused_routing, gu, r_gu));
-  }
+                           stream, pdl_ok && (phases & kPhaseRouting) && !fused_routing, gu, r));
   if (phases & kPhaseDown) {
     const auto down = fused_routing ? (det ? ks.down_store_fused : ks.down_atomic_fused) : (det ? ks.down_store : ks.down_atomic);
     FP4MOE_CUDA_TRY(launch(down, sel->blocks, ks.threads, ks.smem_bytes, stream, pdl_ok && (phases & kPhaseGateUp), dn, r));

@@ -28,7 +28,6 @@ struct BenchOpts {
   double zipf_s = 1.2;
   int block_m = 0, iters = 20;
   bool no_warp_specialized = false;  // MoeLayerOptions::warp_specialized off
-  double down_l2_prefetch_mb = -1;   // MoeLayerOptions::down_l2_prefetch_bytes in MB (-1: the layer's default)
   std::vector<int> down_k_splits;  // empty: the layer's choice
   std::string* json_text = nullptr;  // also hand the JSON to the caller (report)
 };
@@ -86,7 +85,6 @@ int run_bench(const BenchOpts& o) {
   b.zipf_s = o.zipf_s;
   b.min_iters = o.iters;
   b.warp_specialized = !o.no_warp_specialized;
-  b.down_l2_prefetch_bytes = o.down_l2_prefetch_mb < 0 ? -1 : static_cast<int64_t>(o.down_l2_prefetch_mb * 1e6);
   if (o.block_m) b.block_ms = {o.block_m};
   b.down_k_splits = o.down_k_splits;
   bench::MoeBenchDevice dev;
@@ -238,9 +236,6 @@ void add_bench_and_tune(CLI::App& app, int* rc) {
   bench->add_option("--block-m", b->block_m, "time only this block_m (default: every built-in one)")->check(CLI::IsMember({8, 16, 32, 64}));
   bench->add_flag("--no-warp-specialized", b->no_warp_specialized,
                   "sm_90: time the 2-blocks-per-SM kernels for block_m 32 and 64 instead of the warp-specialized ones");
-  bench->add_option("--down-l2-prefetch-mb", b->down_l2_prefetch_mb,
-                    "MB of down's first weights gate_up prefetches into L2 (-1: the layer's default, 0: off)")
-      ->check(CLI::Range(-1.0, 1e6))->capture_default_str();
   bench->add_option("--down-k-splits", b->down_k_splits,
                     "also time these down-GEMM K split counts per block_m, e.g. 1 2 4 (default: the layer's choice)")
       ->check(CLI::IsMember({1, 2, 4, 8}));

@@ -97,11 +97,10 @@ Status run_moe_bench(const MoeBenchOptions& o, MoeBenchDevice* dev, std::vector<
   }
 
   // Weights: random NVFP4 codes and scales in the checkpoint layout, prepacked by the layer.
-  MoeLayer layer, layer_twin, layer_plain, layer_atomic, layer_unfused, layer_other_ws, layer_no_prefetch;
+  MoeLayer layer, layer_twin, layer_plain, layer_atomic, layer_unfused, layer_other_ws;
   MoeLayerOptions base;
   if (!o.use_tuning_cache) base.tuning_cache = "none";
   base.warp_specialized = o.warp_specialized;
-  base.down_l2_prefetch_bytes = o.down_l2_prefetch_bytes;
   {
     DevBuf w13p, w13s, w2p, w2s, g13, g2;
     FP4MOE_RETURN_IF_ERROR(w13p.alloc(E * 2 * I * H / 2));
@@ -133,11 +132,6 @@ Status run_moe_bench(const MoeBenchOptions& o, MoeBenchDevice* dev, std::vector<
       FP4MOE_RETURN_IF_ERROR(layer_unfused.init(o.shape, unfused, w13, w2, nullptr));
       FP4MOE_RETURN_IF_ERROR(layer_plain.init(o.shape, plain, w13, w2, nullptr));
       FP4MOE_RETURN_IF_ERROR(layer_atomic.init(o.shape, atomic, w13, w2, nullptr));
-      if (base.down_l2_prefetch_bytes != 0) {
-        MoeLayerOptions no_prefetch = base;
-        no_prefetch.down_l2_prefetch_bytes = 0;
-        FP4MOE_RETURN_IF_ERROR(layer_no_prefetch.init(o.shape, no_prefetch, w13, w2, nullptr));
-      }
     }
   }
   // cuBLAS baseline: bf16 weights of every expert.
@@ -244,7 +238,6 @@ Status run_moe_bench(const MoeBenchOptions& o, MoeBenchDevice* dev, std::vector<
       std::vector<std::pair<const MoeLayer*, double*>> variants = {
           {&layer, &r.layer_main_us}, {&layer_twin, &r.layer_twin_us}, {&layer_plain, &r.layer_plain_us},
           {&layer_atomic, &r.layer_atomic_us}};
-      if (base.down_l2_prefetch_bytes != 0) variants.push_back({&layer_no_prefetch, &r.layer_no_prefetch_us});
       if (layer.runs_warp_specialized(T, r.block_m) != layer_other_ws.runs_warp_specialized(T, r.block_m))
         variants.push_back({&layer_other_ws, &r.layer_other_ws_us});
       if (layer.fuses_routing(T, r.block_m)) variants.push_back({&layer_unfused, &r.layer_unfused_us});
@@ -342,9 +335,6 @@ void print_moe_bench(const MoeBenchOptions& o, const MoeBenchDevice& dev, const 
                       "atomic finalize %.1f us (%+.1f%%)",
                    r.block_m, r.layer_main_us, r.layer_twin_us, rel(r.layer_twin_us), r.layer_plain_us,
                    rel(r.layer_plain_us), r.layer_atomic_us, rel(r.layer_atomic_us));
-      if (r.layer_no_prefetch_us > 0)
-        std::fprintf(f, ", without the L2 prefetch of down's weights %.1f us (%+.1f%%)", r.layer_no_prefetch_us,
-                     rel(r.layer_no_prefetch_us));
       if (r.layer_other_ws_us > 0)
         std::fprintf(f, ", %s %.1f us (%+.1f%%)",
                      o.warp_specialized ? "2-blocks-per-SM kernels (not warp-specialized)" : "warp-specialized kernels",
@@ -403,7 +393,6 @@ std::string moe_bench_json(const MoeBenchOptions& o, const MoeBenchDevice& dev, 
                    {"layer_variant_reference_us", r.layer_main_us}, {"layer_second_weight_copy_us", r.layer_twin_us},
                    {"layer_plain_launch_us", r.layer_plain_us}, {"layer_atomic_finalize_us", r.layer_atomic_us},
                    {"layer_unfused_routing_us", r.layer_unfused_us}, {"layer_other_warp_specialized_us", r.layer_other_ws_us},
-                   {"layer_no_l2_prefetch_us", r.layer_no_prefetch_us},
                    {"down_k_splits", r.down_k_splits},
                    {"pct_compute_roof", dev.cublas_tflops > 0 ? 100.0 * r.tflops / dev.cublas_tflops : 0.0},
                    {"bound", dev.read_gbs <= 0 || dev.cublas_tflops <= 0 ? "unknown"

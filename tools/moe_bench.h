@@ -26,8 +26,6 @@ struct MoeBenchOptions {
   bool phases = true;                  // also time routing, gate_up and down alone
   bool warp_specialized = true;        // MoeLayerOptions::warp_specialized of the layers timed (the per-T note
                                        // also times the other setting where it changes the kernels)
-  int64_t down_l2_prefetch_bytes = -1;  // MoeLayerOptions::down_l2_prefetch_bytes of the layers timed (the per-T
-                                       // note also times 0 where this is not 0)
   int min_iters = 20;                  // timed runs per measurement (median)
   double budget_s = 0;                 // > 0: stop before the next T once this much time has passed
   // Called before each T (index, count) and once at the end (count, count), e.g. for a progress bar.
@@ -61,7 +59,6 @@ struct MoeBenchRow {
   double layer_main_us = 0, layer_twin_us = 0;
   // Without programmatic dependent launch, and with the atomic finalize.
   double layer_plain_us = 0, layer_atomic_us = 0;
-  double layer_no_prefetch_us = 0;  // MoeLayerOptions::down_l2_prefetch_bytes = 0 (0: not timed)
   double layer_other_ws_us = 0;  // with MoeLayerOptions::warp_specialized flipped where that changes the kernels, else 0
   double layer_unfused_us = 0;  // with the routing kernel where the fastest config fuses routing (MoeLayer::fuses_routing), else 0
   double tokens_per_s = 0;  // projected: T / (layer time x MoE layers)

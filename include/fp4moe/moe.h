@@ -68,10 +68,6 @@ struct MoeLayerOptions {
   // kernels of the other tiles. Other archs: no effect. Results agree within the tolerance (same K order in
   // every sum, but another N tiling).
   bool warp_specialized = true;
-  // Bytes of the down GEMM's first weights and scales that the gate_up kernel prefetches into L2 once its
-  // blocks have issued their last copies, so that DRAM keeps streaming while gate_up drains and down starts
-  // (kernels/moe_gemm.cuh, prefetch_next_items). -1: a quarter of the GPU's L2; 0: off (same results, bit for bit).
-  int64_t down_l2_prefetch_bytes = -1;
   // Tuning cache read at init: "" = the default location (tuning.h), "none" = do not read one.
   std::string tuning_cache = "";
 };

@@ -145,41 +145,6 @@ TEST(MoeGpu, ProgrammaticLaunchIsBitIdenticalToPlainLaunch) {
   EXPECT_EQ(p.out.download<uint16_t>(with_pdl.size()), with_pdl) << "plain and programmatic launches differ";
 }
 
-// gate_up's L2 prefetch of down's first weights (MoeLayerOptions::down_l2_prefetch_bytes) changes where
-// down's copies find their bytes, never what it computes: bit-identical to no prefetch at every budget -- a
-// prefix of K of each block's first item (3 MB), the default (a quarter of L2: several whole rounds at these
-// shapes), and more rounds than there are items (1 GB) -- on the fused-routing decode tile (6 tokens x 4
-// experts = 24 pairs), the 16-token tile after the routing kernel, the warp-specialized 32-token tile and the
-// 64-token one with down split in two.
-TEST(MoeGpu, DownL2PrefetchIsBitIdenticalToNoPrefetch) {
-  FP4MOE_SKIP_WITHOUT_GPU();
-  for (const Case& c : {Case{6, 16, 512, 1024, 4}, Case{100, 16, 512, 1024, 4, Routing::kUniform, 16},
-                        Case{200, 16, 512, 1024, 4, Routing::kUniform, 32},
-                        Case{150, 16, 512, 1024, 4, Routing::kSkewed, 64, FinalizeMode::kDeterministic, true, false, 2}}) {
-    SCOPED_TRACE(c.name());
-    Problem p;  // options_for(c): the default budget
-    p.setup(c, testing::fresh_seed() % 1000003);
-    if (HasFatalFailure()) return;
-    p.run_poisoned();
-    if (HasFatalFailure()) return;
-    check_against_reference(p);
-    const auto with_default = p.out.download<uint16_t>(static_cast<size_t>(c.T * c.H));
-    for (const int64_t bytes : {int64_t{0}, int64_t{3} << 20, int64_t{1} << 30}) {
-      SCOPED_TRACE("down_l2_prefetch_bytes " + std::to_string(bytes));
-      MoeLayerOptions o = testing::options_for(c);
-      o.down_l2_prefetch_bytes = bytes;
-      MoeLayer other;
-      const Status st = other.init(MoeShape{c.E, c.H, c.I, c.k}, o, p.w13.device(), p.w2.device(), nullptr);
-      ASSERT_TRUE(st.is_ok()) << st.to_string();
-      ASSERT_TRUE(p.out.poison(0xFF));
-      const Status r = other.run(p.args(), p.ws.get(), p.ws.bytes(), nullptr);
-      ASSERT_TRUE(r.is_ok()) << r.to_string();
-      ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
-      EXPECT_EQ(p.out.download<uint16_t>(with_default.size()), with_default) << "outputs differ";
-    }
-  }
-}
-
 // At most 32 (token, expert) pairs the GEMM kernels route in registers (no routing kernel): the tables, the
 // error report and the output equal the routing kernel's bit for bit, and the output the reference. Cases:
 // several chunks of one expert, skipped ids, a non-finite router weight, E not a multiple of 32, k = 1,
