@@ -1,6 +1,6 @@
-// Instantiates the shipped grouped-GEMM configs: block_m in {8, 16, 32, 64} x {sm_90, sm_120}, and on sm_90
-// the 8-token tile a second time at 3 blocks per SM; keep kShipped in src/planner.cc in step (test
-// PlannerGpu and scripts/check-cubin compare the two).
+// Instantiates the shipped grouped-GEMM configs: block_m in {8, 16, 32, 64} x {sm_90, sm_120}, on sm_90 the
+// 8-token tile a second time at 3 blocks per SM, and warp-specialized 16-, 32- and 64-token tiles (sm_90);
+// keep kShipped in src/planner.cc in step (test PlannerGpu and scripts/check-cubin compare the two).
 #include "src/moe_kernel_registry.h"
 
 namespace fp4moe::detail {
@@ -44,7 +44,7 @@ const std::vector<MoeKernelSet>& moe_kernel_sets() {
       make_set<32, 128, 256, 90>(),  make_set<64, 128, 128, 90>(),
       make_set<8, 128, 256, 120>(),  make_set<16, 128, 256, 120>(),
       make_set<32, 128, 256, 120>(), make_set<64, 128, 128, 120>(),
-      make_ws_set<32, 256, 128>(),   make_ws_set<64, 256, 128>(),
+      make_ws_set<16, 256, 128>(),   make_ws_set<32, 256, 128>(),   make_ws_set<64, 256, 128>(),
   };
   return sets;
 }

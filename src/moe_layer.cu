@@ -128,20 +128,27 @@ struct MoeLayer::Impl {
            sel->set->gate_up_fused != nullptr;
   }
   // The config of `block_m` for a call with `pairs` (token, expert) pairs: the warp-specialized one where it was
-  // kept (MoeLayerOptions::warp_specialized); else, where two are built (sm_90's 8-token tile at 2 and 3 blocks
-  // per SM), the deeper pipeline up to kDeepPipelineMaxPairs pairs and the one with more warps above
+  // kept (MoeLayerOptions::warp_specialized), unless the call is few enough pairs for a classic config of that
+  // block_m to route them itself (fuses(): no routing kernel, 5-13% at T=1 on the H200, which outweighs the
+  // kernel family there). Among the classic configs, where two are built (sm_90's 8-token tile at 2 and 3
+  // blocks per SM), the deeper pipeline up to kDeepPipelineMaxPairs pairs and the one with more warps above
   // (moe_gemm_config.h, moe_gemm_blocks_per_sm).
   const Sel* pick(int block_m, int64_t pairs = 0) const {
     const Sel* best = nullptr;
+    const Sel* ws = nullptr;
     for (const auto& s : sels) {
       if (s.set->block_m != block_m) continue;
-      if (s.set->warp_specialized) return &s;
+      if (s.set->warp_specialized) {
+        ws = &s;
+        continue;
+      }
       const bool better = best == nullptr || (pairs <= kDeepPipelineMaxPairs
                                                   ? s.set->blocks_per_sm < best->set->blocks_per_sm
                                                   : s.set->blocks_per_sm > best->set->blocks_per_sm);
       if (better) best = &s;
     }
-    return best;
+    if (ws != nullptr && !fuses(best, pairs)) return ws;
+    return best != nullptr ? best : ws;
   }
 };
 
@@ -308,13 +315,20 @@ int MoeLayer::block_m_for(int64_t num_tokens) const {
   // Mean rows per expert decides (measured on an H200 for GLM-5, docs/perf/moe-decode.md). Each chunk
   // dequantizes its expert's weights again and the dequantization is what limits the kernels, so the
   // chunk should hold nearly every expert's tokens (mean + 3 sd of a Poisson count), but no more: unused
-  // 8-token MMA tiles are skipped, yet a larger tile has fewer resident warps. The 8-token tile runs up to a
-  // busiest expert of 15, though some experts then need two chunks: for GLM-5 on the H200 it was the fastest
-  // at T = 96..192 (busiest 8.2..13.3; 10-25% ahead of the 16-token tile), the 16-token one at T = 256 (16.5)
+  // 8-token MMA tiles are skipped, yet a larger tile has fewer resident warps. Where the 16-token tile is
+  // warp-specialized (sm_90), it takes over from the 8-token one at a busiest expert of 12 and keeps it up to
+  // 24: single-config runs on the H200 (seventh session) had the 8-token tile 3-5% ahead at T=128 (busiest
+  // 10), level at 160 (11.7), and the 16-token one 8% ahead at 192 (13.3), 8-10% ahead of every other tile at
+  // 256 (16.5), 2% ahead of the 32-token one at 384 (22.4) and 20% behind it at 512 (28). With the classic
+  // 16-token tile (sm_120), the 8-token one runs up to a busiest expert of 15, though some experts then need
+  // two chunks: the fastest at T = 96..192 (10-25% ahead of the classic 16-token tile), which wins at T = 256
   // (docs/perf/moe-decode.md, raw-2026-11-30c-block-m.log).
   const double mean = static_cast<double>(num_tokens) * impl_->shape.top_k / impl_->shape.num_experts;
   const double busiest = mean + 3.0 * std::sqrt(mean);
-  const int want = busiest <= 15.0 ? 8 : busiest <= 20.0 ? 16 : busiest <= 40.0 ? 32 : 64;
+  const Impl::Sel* s16 = impl_->pick(16, num_tokens * impl_->shape.top_k);
+  const bool ws16 = s16 != nullptr && s16->set->warp_specialized;
+  const double to16 = ws16 ? 12.0 : 15.0, to32 = ws16 ? 24.0 : 20.0;
+  const int want = busiest <= to16 ? 8 : busiest <= to32 ? 16 : busiest <= 40.0 ? 32 : 64;
   int best = 0;
   for (const auto& s : impl_->sels) {
     const int m = s.set->block_m;

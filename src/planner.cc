@@ -126,7 +126,8 @@ struct Shipped {
   bool ws = false;
 };
 constexpr Shipped kShipped[] = {{8, 128, 256, 2},       {8, 128, 256, 3},       {16, 128, 256, 2}, {32, 128, 256, 2},
-                                {64, 128, 128, 2},      {32, 256, 128, 1, true}, {64, 256, 128, 1, true}};
+                                {64, 128, 128, 2},      {16, 256, 128, 1, true}, {32, 256, 128, 1, true},
+                                {64, 256, 128, 1, true}};
 // Whether entry i is a copy of the entry before it on `cc` (same tile, same effective blocks per SM).
 bool duplicate_on(size_t i, int cc) {
   return i > 0 && kShipped[i].m == kShipped[i - 1].m && kShipped[i].n == kShipped[i - 1].n &&

@@ -121,9 +121,10 @@ Status run_moe_bench(const MoeBenchOptions& o, MoeBenchDevice* dev, std::vector<
     if (o.phases) {  // the same weights in the two variants the benchmark compares against
       MoeLayerOptions plain = base, atomic = base, unfused = base, other_ws = base;
       // The other MoeLayerOptions::warp_specialized setting: a copy of the weights only where this GPU has both
-      // kernel families (with the option on, the layer takes the warp-specialized 32/64-token tiles where built).
+      // kernel families (with the option on, the layer takes the warp-specialized 16/32/64-token tiles where built).
       other_ws.warp_specialized = !base.warp_specialized;
-      if (!base.warp_specialized || layer.runs_warp_specialized(1, 32) || layer.runs_warp_specialized(1, 64))
+      if (!base.warp_specialized || layer.runs_warp_specialized(64, 16) || layer.runs_warp_specialized(1, 32) ||
+          layer.runs_warp_specialized(1, 64))
         FP4MOE_RETURN_IF_ERROR(layer_other_ws.init(o.shape, other_ws, w13, w2, nullptr));
       plain.programmatic_launch = false;
       atomic.finalize = FinalizeMode::kAtomic;

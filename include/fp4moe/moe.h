@@ -62,11 +62,12 @@ struct MoeLayerOptions {
   // decode tile (block_m <= 16): the GEMM kernels route the pairs themselves, in registers, instead of a
   // routing kernel launched before them. Off: always the routing kernel (same tables and results, bit for bit).
   bool fuse_small_routing = true;
-  // sm_90: the 32- and 64-token tiles run warp-specialized kernels (kernels/moe_gemm_ws.cuh: one block per SM,
+  // sm_90: the 16-, 32- and 64-token tiles run warp-specialized kernels (kernels/moe_gemm_ws.cuh: one block per SM,
   // a producer warpgroup issuing every copy, four consumer warpgroups for 256 weight rows, mbarriers between
-  // them); 8-27% faster on the H200 at T = 512..4096 (docs/perf/moe-decode.md). Off: the 2-blocks-per-SM
-  // kernels of the other tiles. Other archs: no effect. Results agree within the tolerance (same K order in
-  // every sum, but another N tiling).
+  // them); 8-27% faster on the H200 at T = 512..4096, and the 16-token one 4-8% at T = 64..256
+  // (docs/perf/moe-decode.md). A call of at most 32 pairs that the classic kernels route themselves
+  // (fuse_small_routing) keeps them. Off: the 2-blocks-per-SM kernels of the other tiles. Other archs: no
+  // effect. Results agree within the tolerance (same K order in every sum, but another N tiling).
   bool warp_specialized = true;
   // Tuning cache read at init: "" = the default location (tuning.h), "none" = do not read one.
   std::string tuning_cache = "";

@@ -71,7 +71,7 @@ struct Case {
   bool dequant_kind = false;
   int down_k_splits = 0;  // 0: the layer's choice
   bool pdl = true;        // MoeLayerOptions::programmatic_launch
-  bool warp_specialized = true;  // MoeLayerOptions::warp_specialized (sm_90's 32- and 64-token tiles)
+  bool warp_specialized = true;  // MoeLayerOptions::warp_specialized (sm_90's 16-, 32- and 64-token tiles)
   std::string name() const {
     return "T" + std::to_string(T) + "_E" + std::to_string(E) + "_H" + std::to_string(H) + "_I" + std::to_string(I) +
            "_k" + std::to_string(k) + "_" + testing::routing_name(routing) + "_bm" + std::to_string(block_m) +

@@ -209,9 +209,10 @@ TEST(MoeGpu, FusedSmallRoutingMatchesTheRoutingKernel) {
   }
 }
 
-// sm_90's 32- and 64-token tiles both ways: the warp-specialized kernels (the default) and the 2-blocks-per-SM
-// ones (MoeLayerOptions::warp_specialized off), against the reference: several items per block, both finalize
-// modes, a split down K, skewed and one-expert routing, both gate/up orders; then a bit-identical rerun.
+// sm_90's 16-, 32- and 64-token tiles both ways: the warp-specialized kernels (the default) and the
+// 2-blocks-per-SM ones (MoeLayerOptions::warp_specialized off), against the reference: several items per block,
+// both finalize modes, a split down K, skewed and one-expert routing, both gate/up orders; then a bit-identical
+// rerun. A call of at most 32 pairs keeps the classic 16-token kernels, which route the pairs themselves.
 TEST(MoeGpu, WarpSpecializedAndClassicTilesMatchTheReference) {
   FP4MOE_SKIP_WITHOUT_GPU();
   int cc_major = 0;
@@ -227,6 +228,9 @@ TEST(MoeGpu, WarpSpecializedAndClassicTilesMatchTheReference) {
       // its stages, so the empty-barrier waits and both parities run for each tile.
       Case{128, 8, 2048, 2048, 2, Routing::kUniform, 32},
       Case{128, 4, 2048, 2048, 2, Routing::kUniform, 64, FinalizeMode::kDeterministic, true, false, 2},
+      Case{200, 16, 512, 512, 4, Routing::kUniform, 16},
+      Case{96, 8, 2048, 1024, 2, Routing::kSkewed, 16, FinalizeMode::kAtomic, false, false, 2},
+      Case{300, 64, 256, 512, 8, Routing::kOneExpert, 16},
   };
   for (bool ws : {true, false}) {
     for (Case c : cases) {
@@ -236,8 +240,10 @@ TEST(MoeGpu, WarpSpecializedAndClassicTilesMatchTheReference) {
       run_case(c, &p);
       if (HasFatalFailure()) return;
       EXPECT_EQ(p.layer.runs_warp_specialized(c.T), ws) << p.layer.describe(c.T);
-      EXPECT_FALSE(p.layer.runs_warp_specialized(c.T, 8)) << "the 8- and 16-token tiles have no such kernels";
-      EXPECT_FALSE(p.layer.runs_warp_specialized(c.T, 16));
+      EXPECT_FALSE(p.layer.runs_warp_specialized(c.T, 8)) << "the 8-token tile has no such kernels";
+      EXPECT_EQ(p.layer.runs_warp_specialized(c.T, 16), ws) << "(every case has more than 32 pairs)";
+      EXPECT_FALSE(p.layer.runs_warp_specialized(1, 16)) << "at most 32 pairs: the classic kernels route them";
+      EXPECT_TRUE(p.layer.fuses_routing(1, 16));
       EXPECT_EQ(p.layer.describe(c.T).find("warp-specialized") != std::string::npos, ws) << p.layer.describe(c.T);
       if (c.finalize == FinalizeMode::kDeterministic) {
         const auto first = p.out.download<uint16_t>(static_cast<size_t>(c.T * c.H));
