@@ -68,9 +68,51 @@ __device__ __forceinline__ void trap_unless_smem_holds(const uint8_t* smem) {
   if (kSwizzleAtoms && ptx::smem_addr(smem) % 1024 != 0) __trap();
 }
 
+// A consumer lane's view of the pipeline slot its warp is multiplying: the lane's weights and scales (its warp's
+// 16 weight rows), its ldmatrix activation row (token lane % 8, k offset 8 * (lane / 8); the mma.sync path) and
+// the slot's wgmma activation descriptor, moved to the next slot by next() and back to slot 0 by wrap() (the
+// caller knows when its slot counter wraps). Derived from the slot every step instead, ptxas re-derived the
+// lane offsets, the shared window's base and the descriptor encoding each time (warp-specialized loop 189 ->
+// 177 instructions per stage; H200, 2026-11-30f call 4: T=8 2.3%, T=512 3% faster).
+template <class Cfg>
+struct LaneSlot {
+  static constexpr MoeGemmSmemLayout L = Cfg::kSmem;
+  static constexpr int kGroups = Cfg::kBlockK / pack::kGroupK;
+  static constexpr int64_t kRing = int64_t{Cfg::kStages} * L.stage_bytes;
+  const uint8_t* w;
+  const uint8_t* s;
+  const uint8_t* x;  // (the mma.sync path only)
+  uint64_t desc = 0;  // (the wgmma path only)
+
+  __device__ __forceinline__ LaneSlot(const uint8_t* smem, int warp, int lane)
+      : w(smem + L.weight_offset + warp * kGroups * pack::kWeightGroupBytes + lane * 16),
+        s(smem + L.scale_offset + warp * kGroups * pack::kScaleGroupBytes + (lane >> 2) * 8),
+        x(smem + L.act_offset + (lane & 7) * L.act_row_stride + (lane >> 3) * 16) {
+    if constexpr (Cfg::kWgmma) desc = wgmma::desc_k_major_sw128(ptx::smem_addr(smem + L.act_offset));
+  }
+  // This lane's 16 weight bytes (4 packed words) and 8 scale bytes of K group g of the slot.
+  __device__ __forceinline__ uint4 weights(int g) const {
+    return *reinterpret_cast<const uint4*>(w + g * pack::kWeightGroupBytes);
+  }
+  __device__ __forceinline__ uint2 scales(int g) const {
+    return *reinterpret_cast<const uint2*>(s + g * pack::kScaleGroupBytes);
+  }
+  __device__ __forceinline__ void next() {
+    w += L.stage_bytes;
+    s += L.stage_bytes;
+    x += L.stage_bytes;
+    if constexpr (Cfg::kWgmma) desc = wgmma::desc_advance(desc, L.stage_bytes);
+  }
+  __device__ __forceinline__ void wrap() {
+    w -= kRing;
+    s -= kRing;
+    x -= kRing;
+    if constexpr (Cfg::kWgmma) desc -= kRing >> 4;
+  }
+};
+
 // Dequantizes K group g (64 wide) of this warp's 16 weight rows (wq, sq: this lane's 16 weight bytes and 8 scale
-// bytes of the group, read from the stage; the second overload reads them at w_warp / s_warp) into the
-// wgmma A fragments and issues the group's four wgmmas on the activations of descriptor act_desc (one commit
+// bytes of the group, read from the stage: LaneSlot) into the wgmma A fragments and issues the group's four wgmmas on the activations of descriptor act_desc (one commit
 // group). The caller waits for it (wgmma::wait) before it reuses the A registers' next group.
 // Warpgroup wg = warps 4wg..4wg+3 = weight rows 64wg..64wg+63: warp w's dequantized fragments are the wgmma A
 // fragment of rows 16w..16w+15 unchanged. scale_first = 0 starts the accumulators afresh (an item's first k16 step).
@@ -90,13 +132,6 @@ __device__ __forceinline__ void wgmma_group(const uint4 wq, const uint2 sq, uint
   wgmma::fence();
   wgmma_k64<Cfg::kBlockM>(accw, a, desc, scale_first);
   wgmma::commit();
-}
-template <class Cfg>
-__device__ __forceinline__ void wgmma_group(const uint8_t* w_warp, const uint8_t* s_warp, uint64_t act_desc, int g,
-                                            float (&accw)[Cfg::kBlockM / 2], int scale_first, const DequantMul& mul) {
-  wgmma_group<Cfg>(*reinterpret_cast<const uint4*>(w_warp + g * pack::kWeightGroupBytes),
-                   *reinterpret_cast<const uint2*>(s_warp + g * pack::kScaleGroupBytes), act_desc, g, accw, scale_first,
-                   mul);
 }
 
 // What store_item needs of an item besides its accumulators with kLaneRows (the warp-specialized kernels read
@@ -391,16 +426,7 @@ __device__ __forceinline__ void moe_gemm_body(const MoeGemmParams& p, const Rout
   // ---- consumer state: the item whose K steps the warps are multiplying ------------------------------
   int cons_item = blockIdx.x, cons_kt = 0, cons_e = 0, cons_row0 = 0, cons_rows = 0;
   int slot = 0;  // st % kStages, advanced step by step (no division in the K loop)
-  // This lane's weights, scales and activations (ldmatrix row; the wgmma path: the stage's activation
-  // descriptor) in the current slot, advanced with it. Computed from the slot every step instead, ptxas
-  // re-derived the lane offsets and the shared window's base each time (~13 instructions per step; H200,
-  // 2026-11-30f call 4: T=8 2.3% faster).
-  constexpr int64_t kRing = int64_t{kStages} * L.stage_bytes;
-  const uint8_t* w_warp = smem + L.weight_offset + warp * kGroups * pack::kWeightGroupBytes + lane * 16;
-  const uint8_t* s_warp = smem + L.scale_offset + warp * kGroups * pack::kScaleGroupBytes + (lane >> 2) * 8;
-  const uint8_t* x_lane = smem + L.act_offset + (lane & 7) * L.act_row_stride + (lane >> 3) * 16;
-  [[maybe_unused]] uint64_t act_desc = 0;
-  if constexpr (Cfg::kWgmma) act_desc = wgmma::desc_k_major_sw128(ptx::smem_addr(smem + L.act_offset));
+  LaneSlot<Cfg> cur(smem, warp, lane);  // this lane's view of slot `slot`
   for (int st = 0; st < total_steps; ++st) {
     if (cons_kt == 0) {
       const int chunk = cons_item / splits / n_tiles;
@@ -428,7 +454,8 @@ __device__ __forceinline__ void moe_gemm_body(const MoeGemmParams& p, const Rout
       // (and, at the stage's end, wait<0> its slot).
 #pragma unroll
       for (int g = 0; g < kGroups; ++g) {
-        wgmma_group<Cfg>(w_warp, s_warp, act_desc, g, accw, (cons_kt == 0 && g == 0) ? 0 : 1, route.dequant_mul);
+        wgmma_group<Cfg>(cur.weights(g), cur.scales(g), cur.desc, g, accw, (cons_kt == 0 && g == 0) ? 0 : 1,
+                         route.dequant_mul);
         wgmma::wait<1>();
       }
       // This step's wgmmas are done before the next step's barrier lets its slot be refilled, and before
@@ -437,11 +464,10 @@ __device__ __forceinline__ void moe_gemm_body(const MoeGemmParams& p, const Rout
 #pragma unroll
       for (int i = 0; i < Cfg::kBlockM / 2; ++i) wgmma::fence_operand(accw[i]);
     } else {
-      // ldmatrix row address of this lane: token (lane % 8) of the n-tile, k offset 8 * (lane / 8).
 #pragma unroll
       for (int g = 0; g < kGroups; ++g) {
-        const uint4 wq = *reinterpret_cast<const uint4*>(w_warp + g * pack::kWeightGroupBytes);
-        const uint2 sq = *reinterpret_cast<const uint2*>(s_warp + g * pack::kScaleGroupBytes);
+        const uint4 wq = cur.weights(g);
+        const uint2 sq = cur.scales(g);
         const uint32_t words[4] = {wq.x, wq.y, wq.z, wq.w};
 #pragma unroll
         for (int h = 0; h < 2; ++h) {  // two k16 steps per ldmatrix.x4
@@ -449,7 +475,7 @@ __device__ __forceinline__ void moe_gemm_body(const MoeGemmParams& p, const Rout
 #pragma unroll
           for (int j = 0; j < Cfg::kNTiles8; ++j) {
             if (j > 0 && j * 8 >= cons_rows) break;  // n-tiles past the item's tokens: no loads, no MMAs
-            ptx::ldmatrix_x4(b[j], x_lane + j * 8 * L.act_row_stride + (g * pack::kGroupK + h * 32) * 2);
+            ptx::ldmatrix_x4(b[j], cur.x + j * 8 * L.act_row_stride + (g * pack::kGroupK + h * 32) * 2);
           }
           const uint32_t s_g = scale_pair2(sq.x, h, route.dequant_mul), s_g8 = scale_pair2(sq.y, h, route.dequant_mul);
           uint32_t a0[4], a1[4];
@@ -463,16 +489,8 @@ __device__ __forceinline__ void moe_gemm_body(const MoeGemmParams& p, const Rout
         }
       }
     }  // mma.sync path
-    w_warp += L.stage_bytes;
-    s_warp += L.stage_bytes;
-    x_lane += L.stage_bytes;
-    if constexpr (Cfg::kWgmma) act_desc = wgmma::desc_advance(act_desc, L.stage_bytes);
-    if (slot == 0) {  // (advanced above) the next step reads slot 0 again
-      w_warp -= kRing;
-      s_warp -= kRing;
-      x_lane -= kRing;
-      if constexpr (Cfg::kWgmma) act_desc -= kRing >> 4;
-    }
+    cur.next();
+    if (slot == 0) cur.wrap();  // (advanced above) the next step reads slot 0 again
 
     if (++cons_kt == k_tiles) {  // last K step of this item: epilogue straight from registers
       store_item<Cfg, kEpi, kFusedRouting>(p, wr, acc, cons_item / splits % n_tiles, cons_item % splits, cons_e,

@@ -111,13 +111,7 @@ __device__ __forceinline__ void moe_gemm_ws_body(const MoeGemmParams& p, const R
   // st / kStages, whose divisions cost the K loop a dozen integer instructions per step).
   int slot = 0;
   uint32_t parity = 0;
-  // This lane's weights and scales and the activation descriptor of the current slot, advanced with it.
-  // Computed from the slot every step instead, ptxas re-derived the lane offsets and re-encoded the
-  // descriptor each time (189 -> 177 instructions per stage; H200, 2026-11-30f call 4: T=512 3% faster).
-  constexpr int64_t kRing = int64_t{kStages} * L.stage_bytes;
-  const uint8_t* w_warp = smem + L.weight_offset + warp * kGroups * pack::kWeightGroupBytes + lane * 16;
-  const uint8_t* s_warp = smem + L.scale_offset + warp * kGroups * pack::kScaleGroupBytes + (lane >> 2) * 8;
-  uint64_t act_desc = wgmma::desc_k_major_sw128(ptx::smem_addr(smem + L.act_offset));
+  LaneSlot<Cfg> cur(smem, warp, lane);  // this lane's view of slot `slot`
   for (int item = blockIdx.x; item < num_items; item += gridDim.x) {
     // The K loop keeps the accumulators in flight from one step to the next; the epilogue sits outside it,
     // after wait<0>. (With the epilogue inside the loop, behind a branch, ptxas drained every step: C7517.)
@@ -133,24 +127,20 @@ __device__ __forceinline__ void moe_gemm_ws_body(const MoeGemmParams& p, const R
       uint2 sq[kGroups];
 #pragma unroll
       for (int g = 0; g < kGroups; ++g) {
-        wq[g] = *reinterpret_cast<const uint4*>(w_warp + g * pack::kWeightGroupBytes);
-        sq[g] = *reinterpret_cast<const uint2*>(s_warp + g * pack::kScaleGroupBytes);
+        wq[g] = cur.weights(g);
+        sq[g] = cur.scales(g);
       }
 #pragma unroll
       for (int g = 0; g < kGroups; ++g) {
-        wgmma_group<Cfg>(wq[g], sq[g], act_desc, g, accw, (kt == 0 && g == 0) ? 0 : 1, route.dequant_mul);
+        wgmma_group<Cfg>(wq[g], sq[g], cur.desc, g, accw, (kt == 0 && g == 0) ? 0 : 1, route.dequant_mul);
         wgmma::wait<1>();  // group g - 1 (or the previous stage's last group) has completed
         if (g == 0 && held >= 0) release(held);
       }
       held = slot;
-      w_warp += L.stage_bytes;
-      s_warp += L.stage_bytes;
-      act_desc = wgmma::desc_advance(act_desc, L.stage_bytes);
+      cur.next();
       if (++slot == kStages) {
         slot = 0, parity ^= 1;
-        w_warp -= kRing;
-        s_warp -= kRing;
-        act_desc -= kRing >> 4;
+        cur.wrap();
       }
     }
     wgmma::wait<0>();  // the item's accumulators are complete

@@ -17,7 +17,7 @@ namespace fp4moe::kernels::wgmma {
 // (register fragments and descriptor: ...#asynchronous-warpgroup-level-matrix-register-fragment-wgmma-64nk16
 // and ...#asynchronous-warpgroup-level-matrix-shared-memory-layout-matrix-descriptor). Requires sm_90a.
 template <int N>
-struct WgmmaRs;  // specialised below: 32 and 64 (the kernels' tiles), 8 and 16 (tests/gpu/test_wgmma_gpu.cu)
+struct WgmmaRs;  // specialised below: 16, 32 and 64 (the kernels' tiles) and 8 (tests/gpu/test_wgmma_gpu.cu)
 
 template <>
 struct WgmmaRs<8> {

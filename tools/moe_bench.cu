@@ -123,8 +123,11 @@ Status run_moe_bench(const MoeBenchOptions& o, MoeBenchDevice* dev, std::vector<
       // The other MoeLayerOptions::warp_specialized setting: a copy of the weights only where this GPU has both
       // kernel families (with the option on, the layer takes the warp-specialized 16/32/64-token tiles where built).
       other_ws.warp_specialized = !base.warp_specialized;
-      if (!base.warp_specialized || layer.runs_warp_specialized(64, 16) || layer.runs_warp_specialized(1, 32) ||
-          layer.runs_warp_specialized(1, 64))
+      // (A call of kMaxFusedRoutingPairs + 1 pairs: one the classic kernels do not route themselves.)
+      const int64_t probe_tokens = kMaxFusedRoutingPairs / o.shape.top_k + 1;
+      bool have_ws = false;
+      for (int bm : kernel_block_ms()) have_ws = have_ws || layer.runs_warp_specialized(probe_tokens, bm);
+      if (!base.warp_specialized || have_ws)
         FP4MOE_RETURN_IF_ERROR(layer_other_ws.init(o.shape, other_ws, w13, w2, nullptr));
       plain.programmatic_launch = false;
       atomic.finalize = FinalizeMode::kAtomic;

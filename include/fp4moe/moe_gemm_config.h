@@ -70,6 +70,16 @@ struct MoeGemmSmemLayout {
   int64_t act_slice_bytes = 0; // kSwizzled128: bytes of one 64-wide K slice of all kBlockM rows (0 otherwise)
 };
 
+// What follows the stages (the mbarriers, then the epilogue's item records), the total and their offsets.
+constexpr MoeGemmSmemLayout with_tail(MoeGemmSmemLayout l, int64_t barriers, int64_t epilogue) {
+  l.barriers = barriers;
+  l.epilogue = epilogue;
+  l.total = l.pipeline + l.epilogue + l.barriers;
+  l.barrier_offset = l.pipeline;
+  l.epilogue_offset = l.pipeline + l.barriers;
+  return l;
+}
+
 constexpr MoeGemmSmemLayout moe_gemm_smem_layout(int block_m, int block_n, int block_k, int stages,
                                                  MoeActLayout act = MoeActLayout::kPaddedRows) {
   MoeGemmSmemLayout l{};
@@ -87,13 +97,10 @@ constexpr MoeGemmSmemLayout moe_gemm_smem_layout(int block_m, int block_n, int b
   l.stage_bytes = l.weight_tile + l.scale_tile + l.act_tile + l.act_padding;
   l.stages = stages;
   l.pipeline = l.stage_bytes * stages;
-  l.total = l.pipeline + l.epilogue + l.barriers;
-  l.barrier_offset = l.pipeline;
-  l.epilogue_offset = l.pipeline + l.barriers;
   l.weight_offset = 0;
   l.scale_offset = l.weight_tile;
   l.act_offset = l.weight_tile + l.scale_tile;
-  return l;
+  return with_tail(l, 0, 0);  // cp.async groups need no barriers; the epilogues store from registers
 }
 
 // Why the kernels' copy assignment (kernels/moe_gemm.cuh, TileProducer) cannot serve a tile copied by
@@ -204,13 +211,9 @@ struct MoeGemmWsRecord {
 };
 constexpr int64_t moe_gemm_ws_record_bytes(int block_m) { return MoeGemmWsRecord::kRowData + int64_t{8} * block_m; }
 constexpr MoeGemmSmemLayout moe_gemm_ws_smem_layout(int block_m, int block_n, int block_k, int stages) {
-  MoeGemmSmemLayout l = moe_gemm_smem_layout(block_m, block_n, block_k, stages, MoeActLayout::kSwizzled128);
-  l.barriers = int64_t{2} * stages * 8;  // a full and an empty mbarrier (8 B each) per stage, after the stages
-  l.epilogue = stages * moe_gemm_ws_record_bytes(block_m);  // one item record per stage, after the mbarriers
-  l.total = l.pipeline + l.epilogue + l.barriers;
-  l.barrier_offset = l.pipeline;
-  l.epilogue_offset = l.pipeline + l.barriers;
-  return l;
+  // A full and an empty mbarrier (8 B each) per stage, then one item record per stage.
+  return with_tail(moe_gemm_smem_layout(block_m, block_n, block_k, stages, MoeActLayout::kSwizzled128),
+                   int64_t{2} * stages * 8, stages * moe_gemm_ws_record_bytes(block_m));
 }
 // Largest stage count of a warp-specialized tile within `budget` bytes (each stage also brings its mbarriers
 // and its item record, so one stage's whole layout is the unit); 0 when not even one fits.
