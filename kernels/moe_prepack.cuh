@@ -3,7 +3,7 @@
 
 #include <cstdint>
 
-#include "fp4moe/weight_pack.h"
+#include "kernels/weight_pack.h"
 
 namespace fp4moe::kernels {
 

@@ -4,7 +4,6 @@
 
 #include <cstdint>
 
-#include "kernels/nvfp4_dequant_mma.cuh"
 
 namespace fp4moe::kernels {
 
@@ -25,9 +24,6 @@ struct RoutingParams {
   int32_t* chunk_start;         // [max_chunks] first permuted row
   int32_t* chunk_rows;          // [max_chunks] rows in the chunk (1..block_m)
   uint32_t* error_flags;        // [1], OR-ed
-  // Not routing: the NVFP4 dequantizer's multipliers (= kDequantMul), which every GEMM kernel reads from
-  // this, its second parameter (kernels/nvfp4_dequant_mma.cuh says why they are not literals).
-  DequantMul dequant_mul;
 };
 
 // Routing of at most 32 pairs (T * k <= 32: the decode steps of a few tokens) by one warp, in registers, for
@@ -51,7 +47,7 @@ struct WarpRouting {
 };
 
 // Called by whole warps. With `write_tables` (one block of the gate_up grid) the warp also writes the
-// routing kernel's global outputs, for the finalize and MoeLayer::workspace_view: warp 0 the permutation,
+// routing kernel's global outputs, for the finalize and testing::workspace_view: warp 0 the permutation,
 // chunk table and error flags, every warp its share of expert_offsets.
 __device__ __forceinline__ WarpRouting warp_routing(const RoutingParams& p, bool write_tables) {
   const int lane = threadIdx.x & 31;
@@ -91,7 +87,7 @@ __device__ __forceinline__ WarpRouting warp_routing(const RoutingParams& p, bool
     }
   }
   // Kept in permuted order, so the down epilogue reads its rows' weights with a shuffle, not from memory at
-  // the end of each work item (ncu, T=1: 3% of the down kernel's samples waited on that load).
+  // the end of each work item, where the down kernel otherwise waits on that load.
   w.weight = __shfl_sync(0xFFFFFFFFu, lane_weight, w.perm);
   // A chunk starts at row r where its pair's rank in the expert is a multiple of block_m; __fns (the n-th
   // set bit) finds chunk c's first row.

@@ -1,22 +1,20 @@
-// In-register NVFP4 -> bf16 dequantization of one mma.m16n8k16 A fragment (see include/fp4moe/weight_pack.h).
+// In-register NVFP4 -> bf16 dequantization of one mma.m16n8k16 A fragment (see kernels/weight_pack.h).
 #pragma once
 
 #include <cuda_bf16.h>
 
 #include <cstdint>
 
-#include "fp4moe/weight_pack.h"
+#include "kernels/weight_pack.h"
 #include "kernels/ptx.cuh"
 
 namespace fp4moe::kernels {
 
 // Multipliers that ptxas cannot see as literals, so x * mul stays an IMAD on the FMA pipe. With a literal
 // power of two it emits some of these shifts, and the scale's multiply-add, as SHF or LEA on the integer ALU,
-// the pipe the dequantizer saturates with its LOP3s (ncu: ALU the busiest pipe); measured against literals on
-// the H200: layer 0.2-1% faster at T >= 256, level below (2026-11-30e, call 4). The GEMM kernels take them
-// as a kernel parameter (RoutingParams::dequant_mul, = kDequantMul), read through the parameter constant bank.
-// (They were a __constant__ array first: its first read missed the constant cache behind the block's first
-// weight copies, and ncu put 13% of the T=1 down kernel's stall samples on that one instruction.)
+// the pipe the dequantizer saturates with its LOP3s. The GEMM kernels take them as a kernel parameter
+// (RoutingParams::dequant_mul, = kDequantMul), read through the parameter constant bank: in a __constant__ array
+// the first read misses the constant cache behind the block's first weight copies.
 struct DequantMul {
   uint32_t x16, x64, x4;  // x << 4, x << 6, x << 2
 };
@@ -43,7 +41,7 @@ __device__ __forceinline__ uint32_t mul_by_half(uint32_t x, uint32_t s) {
   return *reinterpret_cast<const uint32_t*>(&r);
 }
 
-// The 16 packed E2M1 weights of k16 steps 2h and 2h+1 (words qa, qb; include/fp4moe/weight_pack.h) -> the
+// The 16 packed E2M1 weights of k16 steps 2h and 2h+1 (words qa, qb; kernels/weight_pack.h) -> the
 // 4 bf16x2 registers of each step's A fragment, times their block scales. s_g / s_g8: scale_pair2() of rows
 // g and g+8 (half 0 = step 2h, half 1 = step 2h+1). 9 LOP3s and 3 rotations on the integer ALU, 4 IMADs and
 // 8 bf16x2 multiplies on the FMA pipe for 16 weights.

@@ -1,5 +1,5 @@
 // CPU reference of the NVFP4 MoE layer (see moe_reference.h).
-#include "reference/moe_reference.h"
+#include "moe_reference.h"
 
 #include <cmath>
 

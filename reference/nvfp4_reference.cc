@@ -1,5 +1,5 @@
 // CPU reference helpers: exact NVFP4 decode (see nvfp4_reference.h).
-#include "reference/nvfp4_reference.h"
+#include "nvfp4_reference.h"
 
 #include "fp4moe/bf16.h"
 

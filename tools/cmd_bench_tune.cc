@@ -13,10 +13,11 @@
 #include "fp4moe/planner.h"
 #include "fp4moe/tuning.h"
 #include "fp4moe/version.h"
-#include "tools/commands.h"
-#include "tools/live_device.h"
+#include "commands.h"
+#include "live_device.h"
+#include "roofline_plot.h"
 #if FP4MOE_HAVE_CUDA
-#include "tools/moe_bench.h"
+#include "bench/moe_bench.h"
 #endif
 
 namespace fp4moe::cli {
@@ -101,22 +102,9 @@ int run_bench(const BenchOpts& o) {
   }
   if (!o.csv.empty() && !write_text_file(o.csv, bench::moe_bench_csv(dev, rows))) return 1;
   if (!o.plot.empty()) {
-    // tools/roofline.py reads the text table: write it beside the plot and call Debian's python3.
-    const std::string log = o.plot + ".log";
-    FILE* f = std::fopen(log.c_str(), "w");
-    if (!f) {
-      std::fprintf(stderr, "error: cannot write %s\n", log.c_str());
-      return 1;
-    }
-    bench::print_moe_bench(b, dev, rows, f);
-    std::fclose(f);
-    // The first python3 that has matplotlib: the PATH's, else Debian's.
-    const std::string script = FP4MOE_SOURCE_DIR "/tools/roofline.py '" + log + "' '" + o.plot + "'";
-    const std::string cmd = "if python3 -c 'import matplotlib' 2>/dev/null; then python3 " + script +
-                            "; else /usr/bin/python3 " + script + "; fi";
     std::fflush(stdout);  // the table first, then the script's own line
-    if (std::system(cmd.c_str()) != 0) {
-      std::fprintf(stderr, "error: the roofline plot failed (%s)\n", cmd.c_str());
+    if (const Status st = draw_roofline(bench::moe_bench_json(b, dev, rows), o.plot); !st.is_ok()) {
+      std::fprintf(stderr, "error: the roofline plot failed: %s\n", st.message().c_str());
       return 1;
     }
   }
@@ -233,7 +221,7 @@ void add_bench_and_tune(CLI::App& app, int* rc) {
   bench->add_option("--tokens", b->tokens, "tokens per step, e.g. --tokens 1 8 64")->check(CLI::Range(int64_t{1}, int64_t{1} << 20));
   bench->add_option("--routing", b->routing, "uniform or zipf")->check(CLI::IsMember({"uniform", "zipf"}))->capture_default_str();
   bench->add_option("--zipf-s", b->zipf_s, "Zipf exponent")->check(CLI::Range(0.0, 10.0))->capture_default_str();
-  bench->add_option("--block-m", b->block_m, "time only this block_m (default: every built-in one)")->check(CLI::IsMember({8, 16, 32, 64}));
+  bench->add_option("--block-m", b->block_m, "time only this block_m (default: every built-in one)")->check(CLI::IsMember(shipped_block_ms()));
   bench->add_flag("--no-warp-specialized", b->no_warp_specialized,
                   "sm_90: time the 2-blocks-per-SM kernels for block_m 16, 32 and 64 instead of the warp-specialized ones");
   bench->add_option("--down-k-splits", b->down_k_splits,

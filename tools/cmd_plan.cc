@@ -8,10 +8,10 @@
 
 #include <nlohmann/json.hpp>
 
-#include "fp4moe/cutlass_model.h"
+#include "cutlass_model.h"
 #include "fp4moe/planner.h"
-#include "tools/commands.h"
-#include "tools/live_device.h"
+#include "commands.h"
+#include "live_device.h"
 
 namespace fp4moe::cli {
 namespace {
@@ -105,7 +105,7 @@ int run_ours(const Opts& o, const ModelPreset& m, const std::vector<const ArchIn
     }
     std::printf("\n%s (%s): %s B per block opt-in, %s B per SM%s\n", a->name, a->example,
                 with_commas(a->smem_per_block).c_str(), with_commas(a->smem_per_sm).c_str(),
-                (a->cc == 90 || a->cc == 120 || a->cc == 121) ? "" : "  [no fp4moe kernels built for this arch: plan only]");
+                arch_has_kernels(a->cc) ? "" : "  [no fp4moe kernels built for this arch: plan only]");
     std::printf("  %-8s %-12s %6s %9s %9s %9s %9s %9s %10s %8s  %s\n", "gemm", "tile MxNxK", "stages", "weights", "scales",
                 "acts", "pad", "stage", "total", "blk/SM", "verdict");
     for (const auto& p : plans) {
@@ -145,7 +145,7 @@ int run_cutlass(const Opts& o, nlohmann::json* js) {
   if (!o.json)
     std::printf("\nCUTLASS %s (flashinfer %s) sm_120 NVFP4 MoE grouped-GEMM tactics (TensorRT-LLM launcher), bf16 out;"
                 " limit %s B per block\n  %-12s %-9s %-5s %8s %10s %10s %10s  %s\n",
-                cutlass_version_name(v), cutlass_flashinfer_release(v), with_commas(101376).c_str(), "tile", "epilogue",
+                cutlass_version_name(v), cutlass_flashinfer_release(v), with_commas(arch_info(120).smem_per_block).c_str(), "tile", "epilogue",
                 "swap", "builder", "carveout", "real B", "max fit", "verdict");
   nlohmann::json arr = nlohmann::json::array();
   for (const auto& p : plans) {

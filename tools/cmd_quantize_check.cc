@@ -8,9 +8,9 @@
 
 #include "fp4moe/bf16.h"
 #include "fp4moe/nvfp4.h"
-#include "reference/nvfp4_reference.h"
-#include "tests/common/test_random.h"
-#include "tools/commands.h"
+#include "nvfp4_reference.h"
+#include "random_data.h"
+#include "commands.h"
 #if FP4MOE_HAVE_CUDA
 #include <cuda_runtime_api.h>
 
@@ -89,7 +89,7 @@ int run(const Opts& o) {
     std::fprintf(stderr, "error: --rows must be > 0 and --k a positive multiple of 16\n");
     return 2;
   }
-  const auto bits = testing::random_bf16_matrix(o.rows, o.k, o.seed, o.row_exp);
+  const auto bits = devdata::random_bf16_matrix(o.rows, o.k, o.seed, o.row_exp);
   std::vector<float> x(bits.size());
   for (size_t i = 0; i < x.size(); ++i) x[i] = bf16_to_float(bits[i]);
   std::printf("NVFP4 round trip of a random bf16 tensor [%lld, %lld] (seed %llu; N(0,1) rows scaled by 2^U(-%d,%d), 1%% "

@@ -3,18 +3,18 @@
 // every named GPU; with a GPU also a bounded tuning run and the benchmark with its roofline plot. Printed,
 // and written to fp4moe-report.json (and fp4moe-roofline.png) in the current folder.
 #include <cstdio>
-#include <fstream>
 #include <string>
 #include <vector>
 
 #include <nlohmann/json.hpp>
 
-#include "fp4moe/cutlass_model.h"
+#include "cutlass_model.h"
+#include "fp4moe/file_io.h"
 #include "fp4moe/planner.h"
 #include "fp4moe/tuning.h"
 #include "fp4moe/version.h"
-#include "tools/commands.h"
-#include "tools/live_device.h"
+#include "commands.h"
+#include "live_device.h"
 
 namespace fp4moe::cli {
 namespace {
@@ -59,12 +59,12 @@ int run(const Opts& o) {
       arr.push_back({{"gemm", p.gemm}, {"tile", {p.block_m, p.block_n, p.block_k}}, {"stages", p.stages},
                      {"smem_bytes", p.smem.total}, {"fits", p.fits}, {"shipped", p.shipped}, {"reason", p.reason}});
     }
-    js["plans"][a.name] = {{"limit", a.smem_per_block}, {"kernels_built", plans.front().shipped}, {"plans", arr}};
+    js["plans"][a.name] = {{"limit", a.smem_per_block}, {"kernels_built", arch_has_kernels(a.cc)}, {"plans", arr}};
     char cfg[32], big[64];
     std::snprintf(cfg, sizeof(cfg), "%d/%zu fit", fit, plans.size());
     std::snprintf(big, sizeof(big), "%s B, %d", with_commas(largest->smem.total).c_str(), largest->blocks_per_sm);
     std::printf("%-8s %-24s %12s %10s %s%s\n", a.name, a.example, with_commas(a.smem_per_block).c_str(), cfg, big,
-                plans.front().shipped ? "" : "  (plan only: no kernels built for it)");
+                arch_has_kernels(a.cc) ? "" : "  (plan only: no kernels built for it)");
   }
 
   // 2. CUTLASS's sm_120 MoE tactics.
@@ -81,8 +81,8 @@ int run(const Opts& o) {
   }
   js["cutlass_sm120"] = {{"version", cutlass_version_name(kLatestCutlassVersion)}, {"tactics", cut.size()},
                          {"fit", cut_fit}, {"failing", fails}};
-  std::printf("\nCUTLASS %s sm_120 MoE tactics: %d of %zu fit in 101,376 B; failing:\n", cutlass_version_name(kLatestCutlassVersion),
-              cut_fit, cut.size());
+  std::printf("\nCUTLASS %s sm_120 MoE tactics: %d of %zu fit in %s B; failing:\n", cutlass_version_name(kLatestCutlassVersion),
+              cut_fit, cut.size(), with_commas(arch_info(120).smem_per_block).c_str());
   for (const auto& f : fails) std::printf("  %s\n", f["tactic"].get<std::string>().c_str());
 
   // 3. Memory floors of one MoE layer and of all MoE layers per decode step, on every named GPU.
@@ -139,9 +139,8 @@ int run(const Opts& o) {
 }  // namespace
 
 bool write_text_file(const std::string& path, const std::string& text) {
-  std::ofstream f(path);
-  if (!f || !(f << text)) {
-    std::fprintf(stderr, "error: cannot write %s\n", path.c_str());
+  if (const Status s = write_file_atomic(path, text); !s.is_ok()) {
+    std::fprintf(stderr, "error: cannot write %s: %s\n", path.c_str(), s.message().c_str());
     return false;
   }
   return true;

@@ -13,7 +13,8 @@ void add_plan(CLI::App& app, int* rc);
 void add_report(CLI::App& app, int* rc);
 void add_bench_and_tune(CLI::App& app, int* rc);
 
-// Writes `text` to `path`; on failure prints "error: cannot write PATH" and returns false.
+// Writes `text` to `path` atomically (fp4moe/file_io.h); on failure prints "error: cannot write PATH: why" and
+// returns false.
 bool write_text_file(const std::string& path, const std::string& text);
 
 // Used by `report` on a GPU: tune the model's layer within `budget_s` into the default tuning cache, then

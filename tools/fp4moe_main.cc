@@ -2,7 +2,7 @@
 #include <cstdio>
 
 #include "fp4moe/version.h"
-#include "tools/commands.h"
+#include "commands.h"
 
 int main(int argc, char** argv) {
   CLI::App app{"fp4moe " FP4MOE_VERSION_STRING ": NVFP4 Mixture-of-Experts kernels and shared-memory planner"};

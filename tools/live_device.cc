@@ -1,5 +1,5 @@
 // Live GPU properties for the CLI (see live_device.h).
-#include "tools/live_device.h"
+#include "live_device.h"
 
 #if FP4MOE_HAVE_CUDA
 #include <cuda_runtime_api.h>

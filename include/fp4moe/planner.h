@@ -1,5 +1,6 @@
 // The shared-memory planner: per-architecture budgets, named GPUs, model presets, and fp4moe's own kernel
-// configs laid out byte by byte (from the same constexpr function the kernels use), before anything runs.
+// configs laid out byte by byte (from the same constexpr functions the kernels use), before anything runs.
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 
 #include <cstdint>
@@ -7,25 +8,28 @@
 #include <string>
 #include <vector>
 
+#include "fp4moe/arch.h"
+#include "fp4moe/kernel_types.h"
 #include "fp4moe/moe.h"
-#include "fp4moe/moe_gemm_config.h"
 #include "fp4moe/status.h"
 
 namespace fp4moe {
 
-struct ArchInfo {
-  int cc;                      // 80, 86, 89, 90, 100, 103, 120, 121
-  const char* name;            // "sm_90"
-  int64_t smem_per_sm;         // bytes
-  int64_t smem_per_block;      // opt-in maximum per block, bytes
-  int64_t regs_per_sm;         // 32-bit registers
-  int max_threads_per_sm;
-  int max_blocks_per_sm;
-  const char* example;         // a GPU of this arch
-};
+// The rows of kArchTable (fp4moe/arch.h), in its order.
 const std::vector<ArchInfo>& arch_table();
 // "sm_90", "sm90", "90", "sm_90a" -> the row; an error naming the known archs otherwise.
 Status find_arch(const std::string& name, const ArchInfo** out);
+
+// The CUDA targets this build compiled kernels for, as given to CMake (FP4MOE_CUDA_ARCHS: "90a", "120a", ...);
+// empty in a build without CUDA.
+std::vector<std::string> built_cuda_targets();
+// Whether a cubin compiled for CUDA target `target` ("90a", "120f", "120") runs on compute capability `cc` with a
+// kernel body there: "90a" (arch-specific) on 9.0 only, "120f" (family-specific) and "120" (plain SASS) on 12.0
+// and later 12.x minors; and the kernels compiled into it must be the ones planned for cc (kernel_arch_family).
+bool cuda_target_runs_on(const std::string& target, int cc);
+// Whether this build has kernels that run on compute capability `cc`: a config family is planned for it and one
+// of built_cuda_targets() runs there.
+bool arch_has_kernels(int cc);
 
 struct GpuInfo {
   const char* name;    // "H200"
@@ -53,30 +57,29 @@ Status find_model(const std::string& key, const ModelPreset** out);
 // The plan of one kernel config (block_m x block_n x block_k) on one arch for one GEMM of a model.
 struct KernelPlan {
   std::string gemm;                 // "gate_up" or "down"
+  KernelFamily family = KernelFamily::kMultistage;
   int block_m = 0, block_n = 0, block_k = 0;
-  int stages = 0;                   // planned for the arch (moe_gemm_planned_stages)
+  int stages = 0;                   // planned for the arch, or forced
   MoeGemmSmemLayout smem{};         // byte-by-byte layout at those stages
   int64_t limit = 0;                // opt-in shared memory per block on the arch
-  int blocks_per_sm_smem = 0;       // resident blocks by shared memory (incl. the 1 KB runtime reservation)
+  int blocks_per_sm_smem = 0;       // resident blocks by shared memory (incl. the runtime's reservation)
   int blocks_per_sm_threads = 0;
   int blocks_per_sm = 0;            // the smaller of the above (registers: capped by __launch_bounds__)
   bool fits = false;                // smem.total <= limit, the shape divides the tile and the kernels can copy it
   bool buildable = true;            // the kernels' copy assignment serves the tile (moe_gemm_copy_problem)
-  bool shipped = false;             // compiled into this library for this arch
-  bool warp_specialized = false;    // a producer warpgroup + block_n / 64 consumer warpgroups, one block per SM
-                                    // (kernels/moe_gemm_ws.cuh; smem.barriers holds its mbarriers)
+  bool shipped = false;             // this exact config (tile and stages) is compiled into this build for the arch
+  bool warp_specialized = false;    // family == kWarpSpecialized (smem.barriers holds its mbarriers)
   std::string reason;               // in words: why it fits or not
 };
 
-// block_m of every kernel config compiled into this library (the same list as kernel_block_ms(), which
-// needs the CUDA library; a test keeps the two equal).
+// block_m of every shipped config (the catalogue, kernels/moe_gemm_catalogue.h), in catalogue order.
 std::vector<int> shipped_block_ms();
 // Whether the kernels take `splits` K ranges for the down GEMM of `shape` (MoeForwardArgs::down_k_splits, the
 // tuning cache): 1, 2, 4 or 8, dividing its K tiles (intermediate / 256).
 bool down_k_splits_supported(const MoeShape& shape, int64_t splits);
 
-// Plans for every shipped block_m config (or one custom tile) of both GEMMs of `shape` on `arch`.
-// A custom tile uses `stages` when given, else the largest count that fits.
+// Plans for every shipped config (or one custom tile) of both GEMMs of `shape` on `arch`. A custom tile uses
+// `stages` when given, else the largest count that fits. *out is written only when the call succeeds.
 Status plan_kernels(const MoeShape& shape, const ArchInfo& arch, std::optional<std::vector<int>> custom_tile,
                     std::optional<int> stages, std::vector<KernelPlan>* out);
 

@@ -50,12 +50,14 @@ class TuningCache {
   // Every entry of one shape and mode: bucket -> choice.
   std::map<int64_t, TunedChoice> choices_for(const MoeShape& s, FinalizeMode mode) const;
 
-  // Reads `path`. A missing file gives an empty cache. A file that is corrupt, truncated, of another
-  // format or recorded in another environment also gives an empty cache (the heuristic stays in charge),
-  // with one line in *note saying why; neither is an error. Only a null output is.
+  // Reads `path`. A missing file gives an empty cache. A file that is corrupt, truncated, of another format,
+  // recorded in another environment, larger than 4 MiB or not a regular file (a FIFO, a device: not read at all)
+  // also gives an empty cache (the heuristic stays in charge), with one line in *note saying why; neither is an
+  // error. Only a null output is.
   static Status load(const std::string& path, const TuningEnvironment& env, TuningCache* out, std::string* note);
-  // Writes a temporary file beside `path`, then renames it over `path` (atomic on POSIX): a reader or a
-  // concurrent writer never sees a partial file. Creates the folder if needed.
+  // Writes the cache with write_file_atomic (fp4moe/file_io.h): a reader or a concurrent writer never sees a
+  // partial file, a failed write keeps the old one, and anything but a regular file or a missing path (a device,
+  // a FIFO) is refused; a symbolic link is written through to its target. Creates the folder if needed.
   Status save(const std::string& path) const;
 
   std::string to_json() const;

@@ -14,6 +14,7 @@
 
 #include "fp4moe/bf16.h"
 #include "fp4moe/moe.h"
+#include "fp4moe/testing.h"
 #include "tests/gpu/moe_test_data.h"
 
 namespace fp4moe::testing {
@@ -141,6 +142,17 @@ struct Problem {
   }
 };
 
+// The plan `l` makes for T tokens (block_m: 0 = its own choice); a failed plan fails the test.
+inline MoeRunPlan plan_of(const MoeLayer& l, int64_t T, int block_m = 0) {
+  MoeForwardArgs a;
+  a.num_tokens = T;
+  a.block_m = block_m;
+  MoeRunPlan p;
+  const Status s = l.plan(a, &p);
+  EXPECT_TRUE(s.is_ok()) << "plan(T=" << T << ", block_m " << block_m << "): " << s.to_string();
+  return p;
+}
+
 inline void check_against_reference(Problem& p) {
   const Case& c = p.c;
   SCOPED_TRACE(c.name() + " seed " + std::to_string(p.seed) + " " + p.layer.describe(c.T));
@@ -151,7 +163,7 @@ inline void check_against_reference(Problem& p) {
     ASSERT_TRUE(chk.is_ok()) << chk.to_string();
   }
   const int64_t P = c.T * c.k;
-  const MoeWorkspaceView v = p.layer.workspace_view(p.ws.get(), c.T);
+  const MoeWorkspaceView v = workspace_view(p.layer, p.ws.get(), c.T);
   auto dl32 = [](const int32_t* d, int64_t n) {
     std::vector<int32_t> h(static_cast<size_t>(n));
     EXPECT_EQ(cudaMemcpy(h.data(), d, static_cast<size_t>(n) * 4, cudaMemcpyDeviceToHost), cudaSuccess);

@@ -8,10 +8,10 @@
 #include <vector>
 
 #include "fp4moe/moe.h"
-#include "reference/moe_reference.h"
-#include "tests/common/test_random.h"
-#include "tests/common/hash_rng.h"
-#include "tests/common/random_fill.cuh"
+#include "moe_reference.h"
+#include "random_data.h"
+#include "hash_rng.h"
+#include "random_fill.cuh"
 #include "tests/gpu/gpu_test_util.h"
 
 namespace fp4moe::testing {
@@ -42,8 +42,8 @@ struct ExpertWeights {
     scales.alloc(static_cast<size_t>(E * N * K / 16));
     global.alloc(static_cast<size_t>(E * 4));
     const int64_t nb = E * N * K / 2, ns = E * N * K / 16;
-    fill_random_bytes_kernel<><<<static_cast<unsigned>((nb + 255) / 256), 256>>>(packed.as<uint8_t>(), nb, seed, false);
-    fill_random_bytes_kernel<><<<static_cast<unsigned>((ns + 255) / 256), 256>>>(scales.as<uint8_t>(), ns, seed + 1, true);
+    devdata::fill_random_bytes_kernel<><<<static_cast<unsigned>((nb + 255) / 256), 256>>>(packed.as<uint8_t>(), nb, seed, false);
+    devdata::fill_random_bytes_kernel<><<<static_cast<unsigned>((ns + 255) / 256), 256>>>(scales.as<uint8_t>(), ns, seed + 1, true);
     std::mt19937_64 rng(seed + 2);
     std::uniform_real_distribution<float> d(200.0f, 3000.0f);
     host_global.resize(static_cast<size_t>(E));
@@ -58,8 +58,8 @@ struct ExpertWeights {
     const uint64_t s = seed;
     v.row_bytes = [=](int64_t e, int64_t row, uint8_t* packed, uint8_t* scales) {
       const uint64_t p0 = static_cast<uint64_t>((e * n + row) * (k / 2)), s0 = static_cast<uint64_t>((e * n + row) * (k / 16));
-      for (int64_t b = 0; b < k / 2; ++b) packed[b] = random_packed_byte(s, p0 + static_cast<uint64_t>(b));
-      for (int64_t b = 0; b < k / 16; ++b) scales[b] = random_block_scale(s + 1, s0 + static_cast<uint64_t>(b));
+      for (int64_t b = 0; b < k / 2; ++b) packed[b] = devdata::random_packed_byte(s, p0 + static_cast<uint64_t>(b));
+      for (int64_t b = 0; b < k / 16; ++b) scales[b] = devdata::random_block_scale(s + 1, s0 + static_cast<uint64_t>(b));
     };
     const std::vector<float> g = host_global;
     const bool dq = dequant_kind;

@@ -20,10 +20,11 @@ using testing::DeviceBuffer;
 using testing::Problem;
 using testing::Routing;
 using testing::check_against_reference;
+using testing::plan_of;
 
 // Sets up `c` with fresh random data in *p, runs it (outputs poisoned first) and checks it against the reference.
 void run_case(const Case& c, Problem* p) {
-  p->setup(c, testing::fresh_seed() % 1000003);
+  p->setup(c, devdata::fresh_seed() % 1000003);
   if (::testing::Test::HasFatalFailure()) return;
   p->run_poisoned();
   if (::testing::Test::HasFatalFailure()) return;
@@ -60,7 +61,7 @@ void graph_replay(Problem& p, int replays, std::vector<uint16_t>* out) {
 // and inv_perm [T k], one after the other.
 std::vector<int32_t> routing_tables(const MoeLayer& l, const Problem& p) {
   const int64_t E = p.c.E, P = p.c.T * p.c.k;
-  const MoeWorkspaceView v = l.workspace_view(p.ws.get(), p.c.T);
+  const testing::MoeWorkspaceView v = testing::workspace_view(l, p.ws.get(), p.c.T);
   std::vector<int32_t> t(static_cast<size_t>(E + 1 + 2 * P));
   EXPECT_EQ(cudaMemcpy(t.data(), v.expert_offsets, static_cast<size_t>(E + 1) * 4, cudaMemcpyDeviceToHost), cudaSuccess);
   EXPECT_EQ(cudaMemcpy(t.data() + E + 1, v.perm_pair, static_cast<size_t>(P) * 4, cudaMemcpyDeviceToHost), cudaSuccess);
@@ -103,15 +104,15 @@ MOE_CASE(T70_E16_I1024_DownSplits2_BlockM64_NoPdl, 70, 16, 256, 1024, 4, Routing
 TEST(MoeGpu, TunedBlockMAndDownSplitsAreUsed) {
   FP4MOE_SKIP_WITHOUT_GPU();
   Problem p;
-  p.setup(Case{3, 8, 256, 1024, 2}, testing::fresh_seed() % 1000003);
+  p.setup(Case{3, 8, 256, 1024, 2}, devdata::fresh_seed() % 1000003);
   if (HasFatalFailure()) return;
   const size_t before = p.layer.workspace_size(3);
   TuningCache cache(TuningEnvironment{"any GPU", 1, 0, 0, "any"});
   cache.record(MoeShape{8, 256, 1024, 2}, FinalizeMode::kDeterministic, 4, TunedChoice{16, 1.0, 4});
   ASSERT_EQ(p.layer.use_tuning(cache), 1u);
-  EXPECT_EQ(p.layer.block_m_for(3), 16);
-  EXPECT_EQ(p.layer.down_k_splits_for(3), 4);
-  EXPECT_EQ(p.layer.down_k_splits_for(5), 1) << "another bucket keeps the default";
+  EXPECT_EQ(plan_of(p.layer, 3).block_m, 16);
+  EXPECT_EQ(plan_of(p.layer, 3).down_k_splits, 4);
+  EXPECT_EQ(plan_of(p.layer, 5).down_k_splits, 1) << "another bucket keeps the default";
   EXPECT_GT(p.layer.workspace_size(3), before);
   // run() uses the tuned split count: the untuned size is now too small for its partial sums.
   const Status small = p.layer.run(p.args(), p.ws.get(), before, nullptr);
@@ -127,7 +128,7 @@ TEST(MoeGpu, ProgrammaticLaunchIsBitIdenticalToPlainLaunch) {
   FP4MOE_SKIP_WITHOUT_GPU();
   Problem p;
   p.setup(Case{6, 16, 512, 1024, 4, Routing::kUniform, 0, FinalizeMode::kDeterministic, true, false, 4, true},
-          testing::fresh_seed() % 1000003);
+          devdata::fresh_seed() % 1000003);
   if (HasFatalFailure()) return;
   p.run_poisoned();
   if (HasFatalFailure()) return;
@@ -164,7 +165,7 @@ TEST(MoeGpu, FusedSmallRoutingMatchesTheRoutingKernel) {
     Problem p;
     run_case(c, &p);
     if (HasFatalFailure()) return;
-    ASSERT_TRUE(p.layer.fuses_routing(c.T, c.block_m)) << p.layer.describe(c.T);
+    ASSERT_TRUE(plan_of(p.layer, c.T, c.block_m).fused_routing) << p.layer.describe(c.T);
     const int64_t P = c.T * c.k;
     // A non-finite router weight (a skipped pair) on top of the case's routing, for both paths.
     p.in.weights[static_cast<size_t>(P - 1)] = std::nanf("");
@@ -173,7 +174,7 @@ TEST(MoeGpu, FusedSmallRoutingMatchesTheRoutingKernel) {
     o.fuse_small_routing = false;
     MoeLayer unfused;
     ASSERT_TRUE(unfused.init(MoeShape{c.E, c.H, c.I, c.k}, o, p.w13.device(), p.w2.device(), nullptr).is_ok());
-    ASSERT_FALSE(unfused.fuses_routing(c.T, c.block_m));
+    ASSERT_FALSE(plan_of(unfused, c.T, c.block_m).fused_routing);
     std::vector<uint16_t> outs[2];
     std::vector<int32_t> tables[2];
     StatusCode check_codes[2];
@@ -197,8 +198,9 @@ TEST(MoeGpu, FusedSmallRoutingMatchesTheRoutingKernel) {
     // Routing + gate_up fused (block 0 writes every table, the chunk table too), then the down phase alone,
     // which reads those tables from the workspace: the same output.
     ASSERT_TRUE(p.out.poison(0xFF) && p.ws.poison(0xFF));
-    ASSERT_TRUE(p.layer.run(p.args(), p.ws.get(), p.ws.bytes(), nullptr, kPhaseRouting | kPhaseGateUp).is_ok());
-    ASSERT_TRUE(p.layer.run(p.args(), p.ws.get(), p.ws.bytes(), nullptr, kPhaseDown).is_ok());
+    ASSERT_TRUE(testing::run_phases(p.layer, p.args(), p.ws.get(), p.ws.bytes(), nullptr,
+                                    testing::kPhaseRouting | testing::kPhaseGateUp).is_ok());
+    ASSERT_TRUE(testing::run_phases(p.layer, p.args(), p.ws.get(), p.ws.bytes(), nullptr, testing::kPhaseDown).is_ok());
     ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
     EXPECT_EQ(p.out.download<uint16_t>(outs[0].size()), outs[0]) << "down alone on the fused gate_up's tables differs";
     if (c.T == 2) {  // CUDA-graph capture of the fused path replays to the same output
@@ -239,11 +241,11 @@ TEST(MoeGpu, WarpSpecializedAndClassicTilesMatchTheReference) {
       Problem p;
       run_case(c, &p);
       if (HasFatalFailure()) return;
-      EXPECT_EQ(p.layer.runs_warp_specialized(c.T), ws) << p.layer.describe(c.T);
-      EXPECT_FALSE(p.layer.runs_warp_specialized(c.T, 8)) << "the 8-token tile has no such kernels";
-      EXPECT_EQ(p.layer.runs_warp_specialized(c.T, 16), ws) << "(every case has more than 32 pairs)";
-      EXPECT_FALSE(p.layer.runs_warp_specialized(1, 16)) << "at most 32 pairs: the classic kernels route them";
-      EXPECT_TRUE(p.layer.fuses_routing(1, 16));
+      EXPECT_EQ((plan_of(p.layer, c.T).family == KernelFamily::kWarpSpecialized), ws) << p.layer.describe(c.T);
+      EXPECT_FALSE((plan_of(p.layer, c.T, 8).family == KernelFamily::kWarpSpecialized)) << "the 8-token tile has no such kernels";
+      EXPECT_EQ((plan_of(p.layer, c.T, 16).family == KernelFamily::kWarpSpecialized), ws) << "(every case has more than 32 pairs)";
+      EXPECT_FALSE((plan_of(p.layer, 1, 16).family == KernelFamily::kWarpSpecialized)) << "at most 32 pairs: the multistage kernels route them";
+      EXPECT_TRUE(plan_of(p.layer, 1, 16).fused_routing);
       EXPECT_EQ(p.layer.describe(c.T).find("warp-specialized") != std::string::npos, ws) << p.layer.describe(c.T);
       if (c.finalize == FinalizeMode::kDeterministic) {
         const auto first = p.out.download<uint16_t>(static_cast<size_t>(c.T * c.H));
@@ -258,7 +260,7 @@ TEST(MoeGpu, WarpSpecializedAndClassicTilesMatchTheReference) {
 TEST(MoeGpu, DeterministicRunsAreBitIdenticalAndGraphReplayMatches) {
   FP4MOE_SKIP_WITHOUT_GPU();
   Problem p;
-  p.setup(Case{256, 64, 256, 256, 8}, testing::fresh_seed() % 1000003);
+  p.setup(Case{256, 64, 256, 256, 8}, devdata::fresh_seed() % 1000003);
   if (HasFatalFailure()) return;
   p.run_poisoned();
   if (HasFatalFailure()) return;

@@ -133,7 +133,7 @@ TEST(MoeRobustness, FuzzAgainstReference) {
   FP4MOE_SKIP_WITHOUT_GPU();
   const char* env = std::getenv("FP4MOE_FUZZ_CASES");
   const int cases = env ? std::atoi(env) : 500;
-  const uint64_t base = testing::fresh_seed() % 100000000;
+  const uint64_t base = devdata::fresh_seed() % 100000000;
   const auto t0 = std::chrono::steady_clock::now();
   int done = 0;
   for (int i = 0; i < cases; ++i) {

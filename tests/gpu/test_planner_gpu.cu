@@ -1,8 +1,9 @@
-// GPU test: the compiled kernels' shared memory as the runtime reports it equals the planner's figure.
+// GPU test: the compiled kernels' shared memory as the runtime reports it equals the planner's figure; and (no GPU
+// needed) the compiled kernel sets are the catalogue's configs, which the planner lists as shipped.
 #include <gtest/gtest.h>
 
 #include "fp4moe/planner.h"
-#include "src/moe_kernel_registry.h"
+#include "src/moe/kernel_registry.h"
 #include "tests/gpu/gpu_test_util.h"
 
 namespace fp4moe {
@@ -21,29 +22,30 @@ TEST(PlannerGpu, CudaFuncAttributesMatchThePlanForEveryShippedConfig) {
   ASSERT_TRUE(plan_kernels(MoeShape{256, 6144, 2048, 8}, *arch, std::nullopt, std::nullopt, &plans).is_ok());
   int checked = 0;
   for (const auto& set : detail::moe_kernel_sets()) {
-    if (set.arch != (cc == 121 ? 120 : cc)) continue;
+    const catalogue::ShippedConfig& c = set.config;
+    if (c.cc != kernel_arch_family(cc)) continue;
     const KernelPlan* plan = nullptr;
     for (const auto& p : plans)
-      if (p.block_m == set.block_m && p.block_n == set.block_n && p.block_k == set.block_k && p.stages == set.stages)
+      if (p.family == c.tile.family && p.block_m == c.tile.block_m && p.block_n == c.tile.block_n &&
+          p.block_k == c.tile.block_k && p.stages == c.stages)
         plan = &p;
-    ASSERT_NE(plan, nullptr) << "no plan for block_m " << set.block_m << " at " << set.stages << " stages";
-    EXPECT_EQ(plan->blocks_per_sm, set.blocks_per_sm) << "__launch_bounds__ vs the planner's blocks per SM";
-    EXPECT_EQ(plan->stages, set.stages);
-    EXPECT_EQ(plan->smem.total, set.smem_bytes);
+    ASSERT_NE(plan, nullptr) << "no plan for block_m " << c.tile.block_m << " at " << c.stages << " stages";
+    EXPECT_EQ(plan->blocks_per_sm, c.blocks_per_sm) << "__launch_bounds__ vs the planner's blocks per SM";
+    EXPECT_EQ(plan->smem.total, c.smem_bytes);
     for (auto fn : set.all()) {
       CUDA_OK(cudaFuncSetAttribute(reinterpret_cast<const void*>(fn), cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                   static_cast<int>(set.smem_bytes)));
+                                   static_cast<int>(c.smem_bytes)));
       cudaFuncAttributes attr{};
       CUDA_OK(cudaFuncGetAttributes(&attr, reinterpret_cast<const void*>(fn)));
-      EXPECT_EQ(attr.maxDynamicSharedSizeBytes, plan->smem.total) << "block_m " << set.block_m;
+      EXPECT_EQ(attr.maxDynamicSharedSizeBytes, plan->smem.total) << "block_m " << c.tile.block_m;
       // The cubins report 1 KB of static shared memory for every kernel, empty ones too (the runtime's
       // per-block reservation); anything above it would be shared memory outside the planner's layout.
-      EXPECT_LE(attr.sharedSizeBytes, static_cast<size_t>(kReservedSmemPerBlock)) << "static shared memory";
+      EXPECT_LE(attr.sharedSizeBytes, static_cast<size_t>(arch->reserved_smem_per_block)) << "static shared memory";
       EXPECT_EQ(attr.localSizeBytes, 0u) << "spills";
       EXPECT_LE(static_cast<int64_t>(attr.sharedSizeBytes) + plan->smem.total, arch->smem_per_block);
       int occ = 0;
-      CUDA_OK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&occ, reinterpret_cast<const void*>(fn), set.threads,
-                                                            static_cast<size_t>(set.smem_bytes)));
+      CUDA_OK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&occ, reinterpret_cast<const void*>(fn), c.threads,
+                                                            static_cast<size_t>(c.smem_bytes)));
       EXPECT_GE(occ, 1);
       EXPECT_LE(occ, plan->blocks_per_sm) << "the planner's blocks/SM is an upper bound (registers may cut it)";
       ++checked;
@@ -54,30 +56,36 @@ TEST(PlannerGpu, CudaFuncAttributesMatchThePlanForEveryShippedConfig) {
   EXPECT_EQ(checked, cc == 90 ? 30 : 18);
 }
 
-TEST(PlannerShipped, PlannerListMatchesTheCompiledKernels) {
-  // Runs without a GPU: the registry is host data.
-  EXPECT_EQ(shipped_block_ms(), kernel_block_ms());
-  for (const auto& set : detail::moe_kernel_sets()) {
-    const ArchInfo* a = nullptr;
-    ASSERT_TRUE(find_arch(std::to_string(set.arch), &a).is_ok());
-    std::vector<KernelPlan> plans;
-    ASSERT_TRUE(plan_kernels(MoeShape{256, 6144, 2048, 8}, *a, std::nullopt, std::nullopt, &plans).is_ok());
-    bool found = false;
-    for (const auto& p : plans)
-      found |= p.shipped && p.block_m == set.block_m && p.block_n == set.block_n && p.block_k == set.block_k &&
-               p.stages == set.stages && p.smem.total == set.smem_bytes && p.blocks_per_sm == set.blocks_per_sm;
-    EXPECT_TRUE(found) << "sm_" << set.arch << " block_m " << set.block_m << " stages " << set.stages;
-  }
-  // And the other way round: every shipped plan (two GEMMs each) is a compiled config.
-  for (int arch : {90, 120}) {
+TEST(PlannerShipped, TheCompiledKernelSetsAreTheCatalogueConfigs) {
+  // Runs without a GPU: the registry is host data. Every catalogue tile on each kernel arch has one set, in
+  // catalogue order, with the config the planner lists as shipped (where this build has kernels for the arch).
+  const auto& sets = detail::moe_kernel_sets();
+  size_t next = 0;
+  for (int arch : catalogue::kKernelArchs) {
     const ArchInfo* a = nullptr;
     ASSERT_TRUE(find_arch(std::to_string(arch), &a).is_ok());
     std::vector<KernelPlan> plans;
     ASSERT_TRUE(plan_kernels(MoeShape{256, 6144, 2048, 8}, *a, std::nullopt, std::nullopt, &plans).is_ok());
-    size_t sets = 0;
-    for (const auto& set : detail::moe_kernel_sets()) sets += set.arch == arch;
-    EXPECT_EQ(plans.size(), 2 * sets) << "sm_" << arch;
+    size_t on_arch = 0;
+    for (size_t i = 0; i < catalogue::kNumTiles; ++i) {
+      if (!catalogue::tile_on(i, arch)) continue;
+      ++on_arch;
+      ASSERT_LT(next, sets.size());
+      const auto& set = sets[next++];
+      EXPECT_EQ(set.tile_index, i);
+      EXPECT_EQ(set.config.cc, arch);
+      bool found = false;
+      for (const auto& p : plans)
+        found |= p.shipped == arch_has_kernels(arch) && p.family == set.config.tile.family &&
+                 p.block_m == set.config.tile.block_m && p.block_n == set.config.tile.block_n &&
+                 p.block_k == set.config.tile.block_k && p.stages == set.config.stages &&
+                 p.smem.total == set.config.smem_bytes && p.blocks_per_sm == set.config.blocks_per_sm;
+      EXPECT_TRUE(found) << "sm_" << arch << " tile " << i;
+      EXPECT_EQ(set.gate_up_fused != nullptr, set.config.tile.fused_routing);
+    }
+    EXPECT_EQ(plans.size(), 2 * on_arch) << "sm_" << arch << ": two GEMMs per config";
   }
+  EXPECT_EQ(next, sets.size());
 }
 
 }  // namespace

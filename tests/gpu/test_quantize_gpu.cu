@@ -6,8 +6,8 @@
 #include "fp4moe/bf16.h"
 #include "fp4moe/nvfp4.h"
 #include "fp4moe/quantize.h"
-#include "reference/nvfp4_reference.h"
-#include "tests/common/test_random.h"
+#include "nvfp4_reference.h"
+#include "random_data.h"
 #include "tests/gpu/gpu_test_util.h"
 
 namespace fp4moe {
@@ -22,7 +22,7 @@ const Shape kShapes[] = {{1, 16}, {1, 7168}, {3, 48}, {127, 16}, {129, 272}, {30
 void check_quantize(const Shape& sh, ScaleLayout layout, bool compute_gs, uint64_t seed) {
   SCOPED_TRACE("rows " + std::to_string(sh.rows) + " k " + std::to_string(sh.k) + " layout " +
                scale_layout_name(layout) + (compute_gs ? " computed gs" : " given gs") + " seed " + std::to_string(seed));
-  const auto bits = testing::random_bf16_matrix(sh.rows, sh.k, seed);
+  const auto bits = devdata::random_bf16_matrix(sh.rows, sh.k, seed);
   const float given_gs = 37.25f;
   Nvfp4Matrix ref;
   ASSERT_TRUE(quantize_nvfp4_bf16(bits.data(), sh.rows, sh.k, compute_gs ? std::nullopt : std::optional<float>(given_gs),
@@ -81,7 +81,7 @@ void check_quantize(const Shape& sh, ScaleLayout layout, bool compute_gs, uint64
 
 TEST(QuantizeGpu, BitExactWithHostCodecAllShapesLayoutsModes) {
   FP4MOE_SKIP_WITHOUT_GPU();
-  const uint64_t seed = testing::fresh_seed();
+  const uint64_t seed = devdata::fresh_seed();
   for (const Shape& sh : kShapes)
     for (ScaleLayout layout : {ScaleLayout::kLinear, ScaleLayout::kSwizzled128x4})
       for (bool compute_gs : {true, false}) {
@@ -120,7 +120,7 @@ TEST(QuantizeGpu, RoundingMidpointsTieToEvenOnDevice) {
 
 TEST(QuantizeGpu, NonFiniteInputIsReported) {
   FP4MOE_SKIP_WITHOUT_GPU();
-  std::vector<uint16_t> bits = testing::random_bf16_matrix(4, 64, testing::fresh_seed());
+  std::vector<uint16_t> bits = devdata::random_bf16_matrix(4, 64, devdata::fresh_seed());
   bits[77] = 0x7F80;  // +Inf
   DeviceBuffer in(bits.size() * 2), packed(4 * 32), scales(16), gs(4);
   ASSERT_TRUE(in.upload(bits));

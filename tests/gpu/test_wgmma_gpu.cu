@@ -10,7 +10,7 @@
 
 #include "kernels/ptx.cuh"
 #include "kernels/wgmma.cuh"
-#include "tests/common/test_random.h"
+#include "random_data.h"
 #include "tests/gpu/gpu_test_util.h"
 
 namespace fp4moe {
@@ -26,7 +26,7 @@ __global__ void wgmma_probe_kernel(const uint32_t* a_frag, const uint16_t* b, fl
   __shared__ __align__(1024) uint8_t sm[N * kK * 2];
   const int tid = threadIdx.x;
   if (tid == 0) *misaligned = kernels::ptx::smem_addr(sm) % 1024;
-  // Token n's 16-byte chunk c (k = 8c..8c+7): slice c / 8, row n, chunk (c % 8) ^ (n % 8), as moe_gemm.cuh's producer.
+  // Token n's 16-byte chunk c (k = 8c..8c+7): slice c / 8, row n, chunk (c % 8) ^ (n % 8), as the kernels' producer (kernels/moe_gemm_producer.cuh).
   for (int i = tid; i < N * (kK / 8); i += blockDim.x) {
     const int n = i / (kK / 8), c = i % (kK / 8);
     uint4 v;
@@ -108,7 +108,7 @@ TEST(WgmmaGpu, RegisterAFragmentsAndSwizzledSlicesGiveExactProducts) {
   cudaDeviceProp prop{};
   CUDA_OK(cudaGetDeviceProperties(&prop, 0));
   if (prop.major != 9) GTEST_SKIP() << "wgmma needs sm_90 (this GPU is sm_" << prop.major << prop.minor << ")";
-  const uint64_t seed = testing::fresh_seed();
+  const uint64_t seed = devdata::fresh_seed();
   check_wgmma<8>(seed);
   check_wgmma<16>(seed + 1);
   check_wgmma<32>(seed + 2);

@@ -1,4 +1,4 @@
-// Unit tests of the CUTLASS shared-memory model (fp4moe/cutlass_model.h): formulas, monotonicity, the
+// Unit tests of the CUTLASS shared-memory model (tools/cutlass_model/cutlass_model.h): formulas, monotonicity, the
 // published sm_120 failure (NVIDIA/cutlass#3144), the tactic lists and bad input.
 #include <gtest/gtest.h>
 
@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "fp4moe/cutlass_model.h"
+#include "cutlass_model.h"
 
 namespace fp4moe {
 namespace {

@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "fp4moe/cutlass_model.h"
+#include "cutlass_model.h"
 
 namespace fp4moe {
 namespace {

@@ -6,8 +6,8 @@
 
 #include "fp4moe/bf16.h"
 #include "fp4moe/nvfp4.h"
-#include "reference/moe_reference.h"
-#include "tests/common/test_random.h"
+#include "moe_reference.h"
+#include "random_data.h"
 
 namespace fp4moe {
 namespace {
@@ -33,7 +33,7 @@ struct Experts {
 Experts make_experts(int64_t E, int64_t rows, int64_t k, uint64_t seed) {
   Experts x;
   for (int64_t e = 0; e < E; ++e) {
-    const auto bits = testing::random_bf16_matrix(rows, k, seed + static_cast<uint64_t>(e), 2);
+    const auto bits = devdata::random_bf16_matrix(rows, k, seed + static_cast<uint64_t>(e), 2);
     Nvfp4Matrix q;
     EXPECT_TRUE(quantize_nvfp4_bf16(bits.data(), rows, k, std::nullopt, ScaleLayout::kLinear, &q).is_ok());
     x.m.push_back(std::move(q));
@@ -42,7 +42,7 @@ Experts make_experts(int64_t E, int64_t rows, int64_t k, uint64_t seed) {
 }
 
 TEST(MoeReference, DecodeMatchesTheCodec) {
-  const Experts x = make_experts(3, 32, 64, testing::fresh_seed());
+  const Experts x = make_experts(3, 32, 64, devdata::fresh_seed());
   const auto v = x.view();
   const reference::DecodedExperts d(v);
   for (int64_t e = 0; e < 3; ++e) {
@@ -58,14 +58,14 @@ TEST(MoeReference, DecodeMatchesTheCodec) {
 }
 
 TEST(MoeReference, LayerMatchesADirectComputation) {
-  const uint64_t seed = testing::fresh_seed();
+  const uint64_t seed = devdata::fresh_seed();
   SCOPED_TRACE("seed " + std::to_string(seed));
   const int64_t E = 4, H = 32, I = 16, K = 2, T = 3;
   for (bool gate_first : {true, false}) {
     const Experts w13 = make_experts(E, 2 * I, H, seed), w2 = make_experts(E, H, I, seed + 100);
     const auto v13 = w13.view(), v2 = w2.view();
     const reference::DecodedExperts d13(v13), d2(v2);
-    const auto hid = testing::random_bf16_matrix(T, H, seed + 7, 1);
+    const auto hid = devdata::random_bf16_matrix(T, H, seed + 7, 1);
     const std::vector<int32_t> ids = {0, 3, 2, 1, 3, 0};
     const std::vector<float> wts = {0.7f, 0.3f, 0.5f, 0.5f, 0.9f, 0.1f};
     reference::MoeReferenceInput in;
@@ -130,7 +130,7 @@ TEST(MoeReference, SkipsOutOfRangeIdsAndNonFiniteWeights) {
   const Experts w13 = make_experts(2, 32, 32, 5), w2 = make_experts(2, 32, 16, 6);
   const auto v13 = w13.view(), v2 = w2.view();
   const reference::DecodedExperts d13(v13), d2(v2);
-  const auto hid = testing::random_bf16_matrix(1, 32, 9, 1);
+  const auto hid = devdata::random_bf16_matrix(1, 32, 9, 1);
   const std::vector<int32_t> ids = {5, 1};
   const std::vector<float> wts = {1.0f, NAN};
   reference::MoeReferenceInput in;

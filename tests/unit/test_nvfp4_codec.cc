@@ -10,8 +10,8 @@
 
 #include "fp4moe/bf16.h"
 #include "fp4moe/nvfp4.h"
-#include "reference/nvfp4_reference.h"
-#include "tests/common/test_random.h"
+#include "nvfp4_reference.h"
+#include "random_data.h"
 
 namespace fp4moe {
 namespace {
@@ -79,7 +79,7 @@ TEST(E4M3, EncodeKnownPoints) {
 }
 
 TEST(E4M3, EncodeMatchesCudaFp8HeaderOnRandomAndMidpoints) {
-  const uint64_t seed = testing::fresh_seed();
+  const uint64_t seed = devdata::fresh_seed();
   SCOPED_TRACE("seed " + std::to_string(seed));
   std::mt19937_64 rng(seed);
   std::uniform_real_distribution<float> e(-14.0f, 10.0f), s(1.0f, 2.0f);
@@ -244,10 +244,10 @@ void expect_round_trip_bound(const std::vector<float>& x, const Nvfp4Matrix& m) 
 }
 
 TEST(Quantize, RandomRoundTripWithinHalfStepBothLayouts) {
-  const uint64_t seed = testing::fresh_seed();
+  const uint64_t seed = devdata::fresh_seed();
   SCOPED_TRACE("seed " + std::to_string(seed));
   for (auto [rows, k] : {std::pair<int64_t, int64_t>{1, 16}, {3, 48}, {130, 256}, {17, 7168}}) {
-    const auto bits = testing::random_bf16_matrix(rows, k, seed + rows);
+    const auto bits = devdata::random_bf16_matrix(rows, k, seed + rows);
     std::vector<float> x(bits.size());
     for (size_t i = 0; i < x.size(); ++i) x[i] = bf16_to_float(bits[i]);
     Nvfp4Matrix lin, sw;

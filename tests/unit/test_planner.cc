@@ -1,7 +1,8 @@
 // Unit tests of the planner: tables, fp4moe kernel plans (formulas, monotonicity, shipped configs fit).
 #include <gtest/gtest.h>
 
-#include "fp4moe/moe_gemm_config.h"
+#include "kernels/moe_gemm_catalogue.h"
+#include "kernels/moe_gemm_layout.h"
 #include "fp4moe/planner.h"
 
 namespace fp4moe {
@@ -16,7 +17,7 @@ TEST(Planner, ArchLookupAndErrors) {
   const Status s = find_arch("sm_75", &a);
   EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
   EXPECT_NE(s.message().find("sm_121"), std::string::npos) << "lists the known archs";
-  for (const auto& row : arch_table()) EXPECT_EQ(smem_optin_per_block(row.cc), row.smem_per_block) << row.name;
+  for (const auto& row : arch_table()) EXPECT_EQ(arch_info(row.cc).smem_per_block, row.smem_per_block) << row.name;
   const GpuInfo* g = nullptr;
   ASSERT_TRUE(find_gpu("rtx pro 6000", &g).is_ok());
   EXPECT_EQ(g->cc, 120);
@@ -25,6 +26,25 @@ TEST(Planner, ArchLookupAndErrors) {
   ASSERT_TRUE(find_model("GLM5", &m).is_ok());
   EXPECT_EQ(m->shape.hidden, 6144);
   EXPECT_FALSE(find_model("llama", &m).is_ok());
+}
+
+TEST(Planner, ShippedFollowsTheCudaTargetsBuilt) {
+  EXPECT_TRUE(cuda_target_runs_on("90a", 90));
+  EXPECT_FALSE(cuda_target_runs_on("90a", 100)) << "arch-specific SASS runs on its own compute capability only";
+  EXPECT_TRUE(cuda_target_runs_on("120a", 120));
+  EXPECT_FALSE(cuda_target_runs_on("120a", 121));
+  EXPECT_TRUE(cuda_target_runs_on("120f", 121)) << "family-specific: the family's later minors";
+  EXPECT_TRUE(cuda_target_runs_on("120", 121));
+  EXPECT_FALSE(cuda_target_runs_on("121a", 120));
+  EXPECT_FALSE(cuda_target_runs_on("80", 86)) << "runs there, but no kernel of the sm_80 cubin has a body";
+  EXPECT_FALSE(cuda_target_runs_on("90x", 90));
+  EXPECT_FALSE(cuda_target_runs_on("", 90));
+  // arch_has_kernels is exactly "some built target runs there".
+  for (const auto& a : arch_table()) {
+    bool any = false;
+    for (const auto& t : built_cuda_targets()) any = any || cuda_target_runs_on(t, a.cc);
+    EXPECT_EQ(arch_has_kernels(a.cc), any && catalogue::kernels_planned_for(a.cc)) << a.name;
+  }
 }
 
 TEST(Planner, LayoutFormulaByteByByte) {
@@ -95,7 +115,7 @@ TEST(Planner, ShippedConfigsFitSm90AndSm120ForGlm5) {
     for (const auto& p : plans) EXPECT_TRUE(!p.warp_specialized || std::string(arch) == "sm_90");
     for (const auto& p : plans) {
       EXPECT_TRUE(p.fits) << arch << " " << p.reason;
-      EXPECT_TRUE(p.shipped);
+      EXPECT_EQ(p.shipped, arch_has_kernels(a->cc)) << arch << ": shipped exactly where this build has kernels";
       EXPECT_LE(p.smem.total, a->smem_per_block);
       EXPECT_GE(p.stages, 2);
       EXPECT_GE(p.blocks_per_sm, 1);

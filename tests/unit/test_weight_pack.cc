@@ -10,7 +10,7 @@
 
 #include "fp4moe/bf16.h"
 #include "fp4moe/nvfp4.h"
-#include "fp4moe/weight_pack.h"
+#include "kernels/weight_pack.h"
 
 namespace fp4moe {
 namespace {

@@ -1,0 +1,15 @@
+// What this build of fp4moe is: version, source revision, and which CUDA targets its kernels were compiled for.
+// SPDX-License-Identifier: Apache-2.0
+#pragma once
+
+namespace fp4moe {
+
+struct BuildInfo {
+  const char* version;       // "0.3.0"
+  const char* git_hash;      // short hash of the source tree at build time, "unknown" outside a git checkout
+  bool cuda;                 // built with the CUDA kernels (FP4MOE_CUDA)
+  const char* cuda_targets;  // FP4MOE_CUDA_ARCHS as built, e.g. "90a;120a"; "" without CUDA
+};
+BuildInfo build_info();
+
+}  // namespace fp4moe

@@ -1,0 +1,85 @@
+// The catalogue of shipped grouped-GEMM configs: which tiles fp4moe compiles, for which archs, in which family.
+// SPDX-License-Identifier: Apache-2.0
+//
+// The one list: src/moe/kernel_registry.cu instantiates the kernels from it, the planner marks these configs
+// "shipped", the tuner draws its candidates and the CLI its choices from it. Host and device code include it.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "fp4moe/arch.h"
+#include "fp4moe/kernel_types.h"
+#include "kernels/moe_gemm_layout.h"
+
+namespace fp4moe::catalogue {
+
+struct ShippedTile {
+  KernelFamily family;
+  int block_m, block_n, block_k;
+  int target_blocks;   // multistage: blocks per SM planned on the 228 KB parts (the 100 KB parts run one); ws: 1
+  bool fused_routing;  // also built as the kernels that route at most 32 pairs themselves (decode tiles)
+};
+
+// In this order on every arch (a tile that becomes a copy of the one before it on an arch is not built there:
+// the 8-token tile's 3-block config is the 2-block one on the 100 KB parts).
+inline constexpr ShippedTile kTiles[] = {
+    {KernelFamily::kMultistage, 8, 128, 256, 2, true},
+    {KernelFamily::kMultistage, 8, 128, 256, 3, false},
+    {KernelFamily::kMultistage, 16, 128, 256, 2, true},
+    {KernelFamily::kMultistage, 32, 128, 256, 2, false},
+    {KernelFamily::kMultistage, 64, 128, 128, 2, false},
+    {KernelFamily::kWarpSpecialized, 16, 256, 128, 1, false},
+    {KernelFamily::kWarpSpecialized, 32, 256, 128, 1, false},
+    {KernelFamily::kWarpSpecialized, 64, 256, 128, 1, false},
+};
+inline constexpr size_t kNumTiles = sizeof(kTiles) / sizeof(kTiles[0]);
+
+// The kernel families (fp4moe/arch.h, kernel_arch_family) the kernels are compiled for: sm_90 (H100, H200) and
+// sm_120 (RTX 5090, RTX PRO 6000; sm_121 runs the same configs). Other archs are planned, not built.
+inline constexpr int kKernelArchs[] = {90, 120};
+
+constexpr bool kernels_planned_for(int cc) {
+  for (int a : kKernelArchs)
+    if (a == kernel_arch_family(cc)) return true;
+  return false;
+}
+
+// Whether tile i is a copy of the tile before it on `cc` (same family and tile, same effective blocks per SM).
+constexpr bool duplicate_on(size_t i, int cc) {
+  if (i == 0) return false;
+  const ShippedTile& a = kTiles[i];
+  const ShippedTile& b = kTiles[i - 1];
+  return a.family == b.family && a.block_m == b.block_m && a.block_n == b.block_n && a.block_k == b.block_k &&
+         moe_gemm_blocks_per_sm(a.target_blocks, cc) == moe_gemm_blocks_per_sm(b.target_blocks, cc);
+}
+
+// Whether tile i has a config on `cc`: warp-specialized tiles need sm_90a's wgmma; copies are dropped.
+constexpr bool tile_on(size_t i, int cc) {
+  return !duplicate_on(i, cc) && (kTiles[i].family != KernelFamily::kWarpSpecialized || cc == 90);
+}
+
+// The config tile i gets on `cc`: stage count, blocks per SM and threads, from the layout functions.
+struct ShippedConfig {
+  ShippedTile tile;
+  int cc, stages, blocks_per_sm, threads;
+  int64_t smem_bytes;
+};
+constexpr ShippedConfig config_on(size_t i, int cc) {
+  const ShippedTile t = kTiles[i];
+  ShippedConfig c{t, cc, 0, 1, 0, 0};
+  if (t.family == KernelFamily::kWarpSpecialized) {
+    c.stages = moe_gemm_ws_planned_stages(t.block_m, t.block_n, t.block_k, cc);
+    c.threads = kWsProducerThreads + t.block_n / 16 * 32;
+    c.smem_bytes = moe_gemm_ws_smem_layout(t.block_m, t.block_n, t.block_k, c.stages).total;
+  } else {
+    c.stages = moe_gemm_planned_stages(t.block_m, t.block_n, t.block_k, cc, t.target_blocks);
+    c.blocks_per_sm = moe_gemm_blocks_per_sm(t.target_blocks, cc);
+    c.threads = t.block_n / 16 * 32;
+    c.smem_bytes =
+        moe_gemm_smem_layout(t.block_m, t.block_n, t.block_k, c.stages, moe_gemm_act_layout(cc, t.block_m)).total;
+  }
+  return c;
+}
+
+}  // namespace fp4moe::catalogue

@@ -1,0 +1,99 @@
+// The grouped-GEMM epilogues: SwiGLU into the activations, or the router-weighted finalize store / atomics.
+// SPDX-License-Identifier: Apache-2.0
+#pragma once
+
+#include <cuda_bf16.h>
+
+#include <cstdint>
+
+#include "kernels/moe_gemm_params.cuh"
+#include "kernels/moe_routing_warp.cuh"
+
+namespace fp4moe::kernels {
+
+// What store_item needs of an item besides its accumulators with kLaneRows (the warp-specialized kernels read
+// it from the item record in shared memory): alpha of the item's expert, and the pair index and router weight
+// of rows lane and lane + 32.
+struct EpilogueRows {
+  float alpha;
+  int32_t lane_pair[2];
+  float lane_weight[2];
+};
+// The epilogue of one work item (N tile nt, K range q of expert e's chunk: rows row0 .. row0 + rows - 1),
+// straight from this warp's accumulators (mma.sync C fragments; on the wgmma path the same registers).
+// kLaneRows (the warp-specialized kernels): alpha and the down epilogue's per-row data come in `pre`, lane l
+// holding rows l and l + 32, handed out with shuffles, and no 8-token tile past the item's rows is visited.
+// (With their 96 registers, per-thread loads of all 16 rows spill, and loading them tile by tile costs two
+// dependent global round trips per tile.)
+template <class Cfg, MoeEpilogue kEpi, bool kFusedRouting, bool kLaneRows = false>
+__device__ __forceinline__ void store_item(const MoeGemmParams& p, const WarpRouting& wr, float (&acc)[Cfg::kNTiles8][4],
+                                           int nt, int q, int e, int row0, int rows, int warp, int lane,
+                                           const EpilogueRows& pre = EpilogueRows{}) {
+  constexpr int kBN = Cfg::kBlockN;
+  float* partial = p.partial_out;
+  if constexpr (kEpi == MoeEpilogue::kFinalizeStore) partial += q * p.split_stride;
+  static_assert(!(kLaneRows && kFusedRouting), "kLaneRows: the routing kernel's tables");
+  static_assert(!kLaneRows || Cfg::kBlockM <= 64, "kLaneRows: two rows per lane");
+  const float alpha = kLaneRows ? pre.alpha : p.alpha[e];
+  const int g8 = lane >> 2, t4 = lane & 3;
+#pragma unroll
+  for (int j = 0; j < Cfg::kNTiles8; ++j) {
+    if constexpr (kLaneRows)
+      if (j * 8 >= rows) break;  // warp-uniform
+#pragma unroll
+    for (int c = 0; c < 2; ++c) {
+      const int m = j * 8 + t4 * 2 + c;  // token row inside the chunk
+      // down: looked up before the branch (warp-uniform shuffles); the pair only for the atomic epilogue
+      [[maybe_unused]] int32_t fused_pair = 0;
+      [[maybe_unused]] float fused_weight = 0.0f;
+      if constexpr (kFusedRouting && kEpi != MoeEpilogue::kSwiGLU) fused_weight = wr.router_weight(row0 + min(m, rows - 1));
+      if constexpr (kFusedRouting && kEpi == MoeEpilogue::kFinalizeAtomic) fused_pair = wr.pair(row0 + min(m, rows - 1));
+      // kLaneRows: row m's data from lane m % 32 (every lane shuffles, before the branch; j * 8 < 32 decides
+      // the half for the whole warp, as t4 * 2 + c < 8).
+      [[maybe_unused]] int32_t row_pair = 0;
+      [[maybe_unused]] float row_weight = 0.0f;
+      if constexpr (kLaneRows && kEpi != MoeEpilogue::kSwiGLU) {
+        row_weight = __shfl_sync(0xFFFFFFFFu, pre.lane_weight[j * 8 < 32 ? 0 : 1], m & 31);
+        if constexpr (kEpi == MoeEpilogue::kFinalizeAtomic)
+          row_pair = __shfl_sync(0xFFFFFFFFu, pre.lane_pair[j * 8 < 32 ? 0 : 1], m & 31);
+      }
+      if (m >= rows) continue;
+      const int64_t prow = row0 + m;
+      if constexpr (kEpi == MoeEpilogue::kSwiGLU) {
+        // Rows g and g+8 of this warp's tile are gate and up of output column j_out.
+        const float gate = alpha * acc[j][c], up = alpha * acc[j][2 + c];
+        // silu(g) = g / (1 + e^-g). Where e^-g overflows (g < -88, or an fp32 accumulator that overflowed
+        // to -inf) the limit is -0, not inf/inf = NaN; and a zero factor gives a (signed) zero even when
+        // the other one overflowed, as the exact product would.
+        const float ex = expf(-gate);
+        const float silu = isinf(ex) ? copysignf(0.0f, gate) : gate / (1.0f + ex);
+        const float act = (silu == 0.0f || up == 0.0f) ? copysignf(0.0f, silu) * copysignf(1.0f, up) : silu * up;
+        const int64_t col = static_cast<int64_t>(nt) * (kBN / 2) + warp * 8 + g8;
+        p.act_out[prow * (p.n / 2) + col] = __float2bfloat16_rn(act);
+      } else {
+        int32_t pair;
+        float weight;
+        if constexpr (kLaneRows) {
+          pair = row_pair;  // (read by the atomic epilogue only)
+          weight = row_weight;
+        } else {
+          pair = kFusedRouting ? fused_pair : p.perm_pair[prow];
+          weight = kFusedRouting ? fused_weight : p.topk_weights[pair];
+        }
+        const float scale = alpha * weight;
+        const int64_t h0 = static_cast<int64_t>(nt) * kBN + warp * 16 + g8;
+        if constexpr (kEpi == MoeEpilogue::kFinalizeStore) {
+          partial[prow * p.n + h0] = scale * acc[j][c];
+          partial[prow * p.n + h0 + 8] = scale * acc[j][2 + c];
+        } else {
+          const int64_t tok = pair / p.top_k;
+          atomicAdd(partial + tok * p.n + h0, scale * acc[j][c]);
+          atomicAdd(partial + tok * p.n + h0 + 8, scale * acc[j][2 + c]);
+        }
+      }
+    }
+    if constexpr (!Cfg::kWgmma) acc[j][0] = acc[j][1] = acc[j][2] = acc[j][3] = 0.0f;
+  }
+}
+
+}  // namespace fp4moe::kernels

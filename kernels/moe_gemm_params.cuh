@@ -1,0 +1,53 @@
+// The grouped-GEMM kernels' parameters and epilogue kinds (shared by both kernel families).
+// SPDX-License-Identifier: Apache-2.0
+#pragma once
+
+#include <cuda_bf16.h>
+
+#include <cstdint>
+
+#include "kernels/moe_routing_warp.cuh"
+#include "kernels/nvfp4_dequant_mma.cuh"
+
+namespace fp4moe::kernels {
+
+enum class MoeEpilogue {
+  kSwiGLU,          // gate_up: out[row, j] = bf16(silu(alpha * gate_j) * alpha * up_j), permuted rows
+  kFinalizeStore,   // down, deterministic: partial[row, h] = alpha * router_weight * acc (fp32), summed later in fixed order
+  kFinalizeAtomic,  // down, fast: acc32[token, h] += alpha * router_weight * acc (fp32 atomics, order not fixed)
+};
+
+struct MoeGemmParams {
+  const uint8_t* weights;      // prepacked [E, N/16, K/64, 512 B]
+  const uint8_t* scales;       // prepacked [E, N/16, K/64, 64 B] UE5M3
+  const float* alpha;          // [E] 2^9 / global_scale
+  int32_t n, k;                // weight rows (2I for gate_up, H for down) and the reduction size
+  const __nv_bfloat16* x;      // activations: hidden [T, K] (gate_up, gathered) or act [P, K] (down)
+  const int32_t* perm_pair;    // [P]
+  int32_t top_k;
+  bool gather_tokens;          // gate_up: row r reads hidden[perm_pair[r] / top_k]; down: row r reads x[r]
+  const int32_t* num_chunks;   // [1] from the routing kernel
+  const int32_t* chunk_expert;
+  const int32_t* chunk_start;
+  const int32_t* chunk_rows;
+  int32_t k_splits;            // K ranges per (chunk, N tile) item: 1, or (down at small T) 2/4/8 dividing K / kBlockK
+  __nv_bfloat16* act_out;      // kSwiGLU: [P, N/2]
+  float* partial_out;          // kFinalizeStore: [k_splits, P, N]; kFinalizeAtomic: [T, N]
+  int64_t split_stride;        // kFinalizeStore: floats between the k_splits partial buffers (P * N)
+  const float* topk_weights;   // [T * k] router weights (finalize epilogues)
+};
+// The routing inputs of the kFusedRouting kernels are a second kernel parameter (RoutingParams), not members of
+// this struct: growing this struct changes the code ptxas generates for every kernel, and a version that grew it
+// by one int was slower (docs/perf/history.md). For the same reason the chunk-table pointers stay in both
+// structs, as the measured kernels have them: the multistage and warp-specialized kernels read them here, the
+// fused-routing kernels and the routing kernel in RoutingParams.
+
+// The second parameter of every grouped-GEMM kernel: the routing inputs and tables (read there only by the
+// fused-routing kernels, which route the pairs themselves) and the NVFP4 dequantizer's multipliers (= kDequantMul,
+// read by all of them: kernels/nvfp4_dequant_mma.cuh says why they are not literals).
+struct MoeGemmExtras {
+  RoutingParams routing;
+  DequantMul dequant_mul;
+};
+
+}  // namespace fp4moe::kernels

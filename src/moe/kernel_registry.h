@@ -1,0 +1,33 @@
+// The grouped-GEMM kernels compiled into fp4moe: one set per catalogue config and arch, for the layer and tests.
+// SPDX-License-Identifier: Apache-2.0
+#pragma once
+
+#include <cstddef>
+#include <vector>
+
+#include "kernels/moe_gemm_catalogue.h"
+#include "kernels/moe_gemm_params.cuh"
+
+namespace fp4moe::detail {
+
+using GemmKernelFn = void (*)(const kernels::MoeGemmParams, const kernels::MoeGemmExtras);
+
+struct MoeKernelSet {
+  catalogue::ShippedConfig config;  // the catalogue entry on its arch: tile, family, stages, threads, smem
+  size_t tile_index = 0;            // into catalogue::kTiles
+  GemmKernelFn gate_up = nullptr, down_store = nullptr, down_atomic = nullptr;
+  // The same with kFusedRouting (routing of at most 32 pairs inside the GEMMs); nullptr where not built.
+  GemmKernelFn gate_up_fused = nullptr, down_store_fused = nullptr, down_atomic_fused = nullptr;
+  // Every kernel of the set: the three epilogues, then their fused-routing versions where built.
+  std::vector<GemmKernelFn> all() const {
+    std::vector<GemmKernelFn> v{gate_up, down_store, down_atomic};
+    for (GemmKernelFn f : {gate_up_fused, down_store_fused, down_atomic_fused})
+      if (f != nullptr) v.push_back(f);
+    return v;
+  }
+};
+
+// Every compiled config, for each arch family of catalogue::kKernelArchs, in catalogue order.
+const std::vector<MoeKernelSet>& moe_kernel_sets();
+
+}  // namespace fp4moe::detail

@@ -1,0 +1,413 @@
+// MoeLayer (include/fp4moe/moe.h): init (device, resident configs, weights, tuning cache) and the launches of a
+// forward pass from its plan.
+// SPDX-License-Identifier: Apache-2.0
+#include <cstdio>
+#include <cstdlib>
+#include <mutex>
+#include <set>
+#include <string>
+#include <utility>
+
+#include "fp4moe/moe.h"
+#include "fp4moe/planner.h"
+#include "fp4moe/scale_layout.h"
+#include "fp4moe/testing.h"
+#include "fp4moe/tuning.h"
+#include "fp4moe/version.h"
+#include "kernels/moe_finalize.cuh"
+#include "kernels/moe_routing.cuh"
+#include "src/cuda/cuda_util.h"
+#include "src/moe/kernel_registry.h"
+#include "src/moe/prepack.h"
+#include "src/moe/run_plan.h"
+#include "src/moe/workspace.h"
+
+namespace fp4moe {
+
+namespace detail {
+// The testing hooks' way in (fp4moe/testing.h).
+struct MoeLayerAccess {
+  static Status run(const MoeLayer& l, const MoeForwardArgs& a, void* w, size_t bytes, cudaStream_t s, unsigned phases);
+  static testing::MoeWorkspaceView view(const MoeLayer& l, const void* w, int64_t num_tokens);
+};
+}  // namespace detail
+
+namespace {
+
+// Launches `kernel`; with `pdl` as a programmatic dependent launch (sm_90+) of the kernel enqueued just before
+// it: it may start while that one drains and waits inside for its results (kernels/ptx.cuh, griddepcontrol).
+template <class... KArgs, class... Args>
+cudaError_t launch(void (*kernel)(KArgs...), int64_t grid, int block, int64_t smem, cudaStream_t stream, bool pdl,
+                   Args&&... args) {
+  cudaLaunchConfig_t cfg{};
+  cfg.gridDim = dim3(static_cast<unsigned>(grid));
+  cfg.blockDim = dim3(static_cast<unsigned>(block));
+  cfg.dynamicSmemBytes = static_cast<size_t>(smem);
+  cfg.stream = stream;
+  cudaLaunchAttribute attr{};
+  attr.id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attr.val.programmaticStreamSerializationAllowed = 1;
+  cfg.attrs = &attr;
+  cfg.numAttrs = pdl ? 1 : 0;
+  return cudaLaunchKernelEx(&cfg, kernel, std::forward<Args>(args)...);
+}
+
+std::string shape_str(const MoeShape& s) {
+  return "E=" + std::to_string(s.num_experts) + " H=" + std::to_string(s.hidden) + " I=" +
+         std::to_string(s.intermediate) + " k=" + std::to_string(s.top_k);
+}
+
+}  // namespace
+
+struct MoeLayer::Impl {
+  MoeShape shape;
+  MoeLayerOptions options;
+  int arch = 0, sms = 0, device = -1;
+  std::vector<const detail::MoeKernelSet*> sets;  // the resident configs' kernels, parallel to `resident`
+  std::vector<detail::ResidentConfig> resident;   // for this device's architecture
+  std::map<int64_t, TunedChoice> tuned;           // tokens bucket -> block_m and down K splits, from a tuning cache
+  std::string tuning_source = "built-in heuristic";
+  detail::PreparedWeights weights;
+  bool print_plans = false;  // FP4MOE_PRINT_PLANS
+  mutable std::mutex printed_mutex;
+  mutable std::set<std::string> printed;
+
+  ~Impl() {
+    if (weights.storage) cudaFree(weights.storage);
+  }
+  detail::PlanContext context() const {
+    detail::PlanContext c;
+    c.shape = &shape;
+    c.options = &options;
+    c.arch = arch;
+    c.configs = &resident;
+    c.tuned = &tuned;
+    return c;
+  }
+  Status plan(const MoeForwardArgs& a, MoeRunPlan* p, int* index) const {
+    FP4MOE_RETURN_IF_ERROR(detail::make_run_plan(context(), a.num_tokens, a.block_m, a.down_k_splits, p, index));
+    if (print_plans) {
+      const std::string line = "fp4moe: MoeLayer " + shape_str(shape) + " sm_" + std::to_string(arch) + ": " + p->to_string();
+      std::lock_guard<std::mutex> lock(printed_mutex);
+      if (printed.insert(line).second) std::fprintf(stderr, "%s\n", line.c_str());
+    }
+    return Status::ok();
+  }
+  // Takes the cache's choices for this shape and finalize mode that name a config resident on this GPU.
+  void adopt(const TuningCache& cache, const std::string& source) {
+    tuned.clear();
+    const detail::PlanContext c = context();
+    for (const auto& [bucket, choice] : cache.choices_for(shape, options.finalize))
+      if (detail::pick_config(c, choice.block_m, 0) >= 0 && down_k_splits_supported(shape, choice.down_k_splits))
+        tuned[bucket] = choice;
+    if (!tuned.empty()) tuning_source = source + " (" + std::to_string(tuned.size()) + " token buckets)";
+  }
+  Status run(const MoeForwardArgs& a, void* workspace, size_t workspace_bytes, cudaStream_t stream, unsigned phases) const;
+};
+
+MoeLayer::MoeLayer() = default;
+MoeLayer::~MoeLayer() = default;
+MoeLayer::MoeLayer(MoeLayer&&) noexcept = default;
+MoeLayer& MoeLayer::operator=(MoeLayer&&) noexcept = default;
+
+Status MoeLayer::can_implement(const MoeShape& s, const MoeLayerOptions& o) { return detail::check_shape(s, o); }
+
+Status MoeLayer::init(const MoeShape& shape, const MoeLayerOptions& options, const Nvfp4ExpertWeights& w13,
+                      const Nvfp4ExpertWeights& w2, cudaStream_t stream) {
+  FP4MOE_RETURN_IF_ERROR(can_implement(shape, options));
+  for (const auto* w : {&w13, &w2}) {
+    const char* name = w == &w13 ? "w13" : "w2";
+    if (!w->packed || !w->scales || !w->global_scale)
+      return invalid_argument(std::string(name) + ": packed, scales and global_scale must all be set");
+    FP4MOE_RETURN_IF_ERROR(detail::check_device_pointer(w->global_scale, 4, "global_scale"));
+  }
+  auto impl = std::make_unique<Impl>();
+  impl->shape = shape;
+  impl->options = options;
+  const char* print = std::getenv("FP4MOE_PRINT_PLANS");
+  impl->print_plans = print != nullptr && *print != '\0' && std::string(print) != "0";
+  FP4MOE_CUDA_TRY(cudaGetDevice(&impl->device));
+  cudaDeviceProp prop{};
+  FP4MOE_CUDA_TRY(cudaGetDeviceProperties(&prop, impl->device));
+  const int cc = prop.major * 10 + prop.minor;
+  impl->arch = kernel_arch_family(cc);
+  impl->sms = prop.multiProcessorCount;
+  for (const auto& set : detail::moe_kernel_sets()) {
+    if (set.config.cc != impl->arch) continue;
+    if (set.config.tile.family == KernelFamily::kWarpSpecialized && !options.warp_specialized) continue;
+    for (auto fn : set.all())
+      FP4MOE_CUDA_TRY(cudaFuncSetAttribute(reinterpret_cast<const void*>(fn), cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                           static_cast<int>(set.config.smem_bytes)));
+    int occ = 0;
+    FP4MOE_CUDA_TRY(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&occ, reinterpret_cast<const void*>(set.gate_up),
+                                                                  set.config.threads, set.config.smem_bytes));
+    // A warp-specialized set that cannot be resident (a GPU with less shared memory or fewer registers than
+    // planned) is skipped: the layer keeps the multistage kernels of that block_m.
+    if (occ < 1 && set.config.tile.family == KernelFamily::kWarpSpecialized) continue;
+    if (occ < 1)
+      return Status(StatusCode::kResourceExhausted, "kernel config block_m=" + std::to_string(set.config.tile.block_m) +
+                                                        " cannot be resident on this GPU");
+    impl->sets.push_back(&set);
+    impl->resident.push_back(detail::ResidentConfig{set.config, occ * impl->sms});
+  }
+  if (impl->resident.empty()) {
+    std::string built;
+    for (const auto& t : built_cuda_targets()) built += (built.empty() ? "sm_" : ", sm_") + t;
+    return unsupported("this build has no MoE kernels for sm_" + std::to_string(cc) + " (built for " +
+                       (built.empty() ? std::string("no GPU arch") : built) + ")");
+  }
+  const int64_t rsmem = kernels::routing_smem_bytes(shape.num_experts);
+  FP4MOE_CUDA_TRY(cudaFuncSetAttribute(reinterpret_cast<const void*>(kernels::moe_routing_kernel),
+                                       cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(rsmem)));
+  FP4MOE_RETURN_IF_ERROR(detail::prepare_weights(shape, options, w13, w2, stream, &impl->weights));
+  // The tuning cache for this GPU, if there is one (a missing, corrupt or foreign cache keeps the heuristic).
+  if (options.tuning_cache != "none") {
+    int driver = 0, runtime = 0;
+    FP4MOE_CUDA_TRY(cudaDriverGetVersion(&driver));
+    FP4MOE_CUDA_TRY(cudaRuntimeGetVersion(&runtime));
+    const TuningEnvironment env{prop.name, prop.multiProcessorCount, driver, runtime, FP4MOE_VERSION_STRING};
+    const std::string path = options.tuning_cache.empty() ? default_tuning_cache_path() : options.tuning_cache;
+    TuningCache cache;
+    std::string note;
+    FP4MOE_RETURN_IF_ERROR(TuningCache::load(path, env, &cache, &note));
+    impl->adopt(cache, "tuning cache " + path);
+    if (impl->tuned.empty() && !note.empty()) impl->tuning_source = "built-in heuristic (" + note + ")";
+  }
+  impl_ = std::move(impl);
+  return Status::ok();
+}
+
+std::string MoeLayer::tuning_source() const { return impl_ ? impl_->tuning_source : "not initialised"; }
+
+const MoeShape& MoeLayer::shape() const {
+  static const MoeShape empty{};
+  return impl_ ? impl_->shape : empty;
+}
+size_t MoeLayer::prepacked_bytes() const { return impl_ ? impl_->weights.total_bytes : 0; }
+
+size_t MoeLayer::use_tuning(const TuningCache& cache) {
+  if (!impl_) return 0;
+  impl_->tuning_source = "built-in heuristic";
+  impl_->adopt(cache, "tuning cache given to use_tuning");
+  return impl_->tuned.size();
+}
+
+Status MoeLayer::plan(const MoeForwardArgs& args, MoeRunPlan* out) const {
+  if (!impl_) return invalid_argument("MoeLayer is not initialised (call init first)");
+  if (out == nullptr) return invalid_argument("plan: output is null");
+  return impl_->plan(args, out, nullptr);
+}
+
+std::string MoeLayer::describe(int64_t num_tokens) const {
+  if (!impl_) return "MoeLayer (not initialised)";
+  MoeForwardArgs a;
+  a.num_tokens = num_tokens;
+  MoeRunPlan p;
+  const Status s = impl_->plan(a, &p, nullptr);
+  return "MoeLayer " + shape_str(impl_->shape) + " sm_" + std::to_string(impl_->arch) + ": " +
+         (s.is_ok() ? p.to_string() : "no plan for T=" + std::to_string(num_tokens) + ": " + s.message());
+}
+
+size_t MoeLayer::workspace_size(int64_t max_tokens, int down_k_splits) const {
+  if (!impl_ || max_tokens < 0 || !detail::check_tokens(impl_->shape, max_tokens, down_k_splits).is_ok()) return 0;
+  const int64_t rows = detail::max_partial_rows(impl_->context(), max_tokens, down_k_splits);
+  return static_cast<size_t>(detail::workspace_layout(impl_->shape, impl_->options.finalize, max_tokens, rows).total);
+}
+
+Status MoeLayer::can_implement(const MoeForwardArgs& a) const {
+  if (!impl_) return invalid_argument("MoeLayer is not initialised (call init first)");
+  MoeRunPlan p;
+  FP4MOE_RETURN_IF_ERROR(impl_->plan(a, &p, nullptr));
+  if (a.num_tokens == 0) return Status::ok();
+  FP4MOE_RETURN_IF_ERROR(detail::check_device_pointer(a.hidden, 16, "hidden"));
+  FP4MOE_RETURN_IF_ERROR(detail::check_device_pointer(a.output, 16, "output"));
+  FP4MOE_RETURN_IF_ERROR(detail::check_device_pointer(a.topk_ids, 4, "topk_ids"));
+  FP4MOE_RETURN_IF_ERROR(detail::check_device_pointer(a.topk_weights, 4, "topk_weights"));
+  return Status::ok();
+}
+
+Status MoeLayer::run(const MoeForwardArgs& a, void* workspace, size_t workspace_bytes, cudaStream_t stream) const {
+  if (!impl_) return invalid_argument("MoeLayer is not initialised (call init first)");
+  return impl_->run(a, workspace, workspace_bytes, stream, testing::kPhaseAll);
+}
+
+Status MoeLayer::Impl::run(const MoeForwardArgs& a, void* workspace, size_t workspace_bytes, cudaStream_t stream,
+                           unsigned phases) const {
+  using testing::kPhaseDown;
+  using testing::kPhaseGateUp;
+  using testing::kPhaseRouting;
+  // The call's plan, made once: everything below reads it.
+  MoeRunPlan rp;
+  int index = -1;
+  FP4MOE_RETURN_IF_ERROR(plan(a, &rp, &index));
+  if (a.num_tokens > 0) {
+    FP4MOE_RETURN_IF_ERROR(detail::check_device_pointer(a.hidden, 16, "hidden"));
+    FP4MOE_RETURN_IF_ERROR(detail::check_device_pointer(a.output, 16, "output"));
+    FP4MOE_RETURN_IF_ERROR(detail::check_device_pointer(a.topk_ids, 4, "topk_ids"));
+    FP4MOE_RETURN_IF_ERROR(detail::check_device_pointer(a.topk_weights, 4, "topk_weights"));
+  }
+  const MoeShape& s = shape;
+  const int splits = rp.down_k_splits;
+  const detail::WorkspaceLayout L =
+      detail::workspace_layout(s, options.finalize, a.num_tokens, a.num_tokens * s.top_k * splits);
+  if (workspace_bytes < static_cast<size_t>(L.total))
+    return Status(StatusCode::kResourceExhausted, "workspace holds " + std::to_string(workspace_bytes) +
+                                                      " bytes; " + std::to_string(a.num_tokens) + " tokens need " +
+                                                      std::to_string(L.total) + " (workspace_size" +
+                                                      (a.down_k_splits ? ", with down_k_splits " + std::to_string(splits) : std::string()) + ")");
+  FP4MOE_RETURN_IF_ERROR(detail::check_device_pointer(workspace, detail::kWorkspaceAlign, "workspace"));
+  if (a.num_tokens == 0) return Status::ok();
+  int dev = -1;
+  FP4MOE_CUDA_TRY(cudaGetDevice(&dev));
+  if (dev != device)
+    return invalid_argument("the current device (" + std::to_string(dev) + ") is not the one the layer was initialised on (" +
+                            std::to_string(device) + ")");
+  // The stream's device (cudaStreamGetDevice would invalidate a CUDA-graph capture, so not while capturing:
+  // a capture on another device's stream fails at the first launch instead).
+  cudaStreamCaptureStatus capturing = cudaStreamCaptureStatusNone;
+  FP4MOE_CUDA_TRY(cudaStreamIsCapturing(stream, &capturing));
+  if (capturing == cudaStreamCaptureStatusNone) {
+    int stream_dev = -1;
+    FP4MOE_CUDA_TRY(cudaStreamGetDevice(stream, &stream_dev));
+    if (stream_dev != device)
+      return invalid_argument("the stream belongs to device " + std::to_string(stream_dev) +
+                              "; the layer's weights live on device " + std::to_string(device));
+  }
+  uint8_t* wsp = static_cast<uint8_t*>(workspace);
+  auto i32 = [&](int64_t off) { return reinterpret_cast<int32_t*>(wsp + off); };
+  const int32_t pairs = static_cast<int32_t>(a.num_tokens * s.top_k);
+  const detail::MoeKernelSet& ks = *sets[static_cast<size_t>(index)];
+  const int grid = rp.grid, threads = rp.threads;
+  const int64_t smem = rp.smem_bytes;
+  // Each GEMM / finalize kernel is a programmatic dependent of the kernel this call enqueued just before it
+  // (never of whatever the stream ran earlier: a phase run alone launches normally).
+#if defined(FP4MOE_NO_GRIDDEP)  // kernels built without griddepcontrol (an A/B build): plain launches only
+  const bool pdl_ok = false;
+#else
+  const bool pdl_ok = rp.programmatic_launch;
+#endif
+  const bool det = options.finalize == FinalizeMode::kDeterministic;
+  float* partial = reinterpret_cast<float*>(wsp + L.partial);
+  // Fast mode accumulates with atomics into a zeroed buffer: zeroed first, so the kernels stay back to back.
+  if ((phases & kPhaseDown) && !det)
+    FP4MOE_CUDA_TRY(cudaMemsetAsync(partial, 0, static_cast<size_t>(a.num_tokens * s.hidden * 4), stream));
+
+  // A few pairs: the GEMM kernels route them in registers (kernels/moe_routing_warp.cuh), gate_up's
+  // block 0 writing the tables the finalize and testing::workspace_view read; the routing kernel is not launched.
+  const bool fused_routing = rp.fused_routing && (phases & kPhaseRouting) && (phases & kPhaseGateUp);
+  kernels::MoeGemmExtras ex{};
+  {
+    kernels::RoutingParams& r = ex.routing;
+    r.topk_ids = a.topk_ids;
+    r.topk_weights = a.topk_weights;
+    r.num_pairs = pairs;
+    r.num_experts = static_cast<int32_t>(s.num_experts);
+    r.block_m = rp.block_m;
+    r.expert_offsets = i32(L.offsets);
+    r.perm_pair = i32(L.perm);
+    r.inv_perm = i32(L.inv);
+    r.num_chunks = i32(L.nchunks);
+    r.chunk_expert = i32(L.chunk_expert);
+    r.chunk_start = i32(L.chunk_start);
+    r.chunk_rows = i32(L.chunk_rows);
+    r.error_flags = reinterpret_cast<uint32_t*>(wsp + L.flags);
+    ex.dequant_mul = kernels::kDequantMul;
+  }
+  if ((phases & kPhaseRouting) && !fused_routing) {
+    FP4MOE_CUDA_TRY(launch(kernels::moe_routing_kernel, 1, 1024, kernels::routing_smem_bytes(s.num_experts), stream,
+                           false, ex.routing));
+  }
+  // (The chunk-table pointers also go in MoeGemmParams: kernels/moe_gemm_params.cuh says why.)
+  kernels::MoeGemmParams g{};
+  g.perm_pair = i32(L.perm);
+  g.top_k = static_cast<int32_t>(s.top_k);
+  g.num_chunks = i32(L.nchunks);
+  g.chunk_expert = i32(L.chunk_expert);
+  g.chunk_start = i32(L.chunk_start);
+  g.chunk_rows = i32(L.chunk_rows);
+  g.topk_weights = a.topk_weights;
+  kernels::MoeGemmParams gu = g;  // gate_up
+  gu.weights = weights.w13;
+  gu.scales = weights.s13;
+  gu.alpha = weights.alpha13;
+  gu.n = static_cast<int32_t>(2 * s.intermediate);
+  gu.k = static_cast<int32_t>(s.hidden);
+  gu.x = static_cast<const __nv_bfloat16*>(a.hidden);
+  gu.gather_tokens = true;
+  gu.act_out = reinterpret_cast<__nv_bfloat16*>(wsp + L.act);
+  gu.k_splits = 1;  // SwiGLU needs the whole sum
+  kernels::MoeGemmParams dn = g;  // down
+  dn.weights = weights.w2;
+  dn.scales = weights.s2;
+  dn.alpha = weights.alpha2;
+  dn.n = static_cast<int32_t>(s.hidden);
+  dn.k = static_cast<int32_t>(s.intermediate);
+  dn.x = reinterpret_cast<const __nv_bfloat16*>(wsp + L.act);
+  dn.gather_tokens = false;
+  dn.partial_out = partial;
+  dn.k_splits = splits;
+  dn.split_stride = a.num_tokens * s.top_k * s.hidden;
+  if (phases & kPhaseGateUp)
+    FP4MOE_CUDA_TRY(launch(fused_routing ? ks.gate_up_fused : ks.gate_up, grid, threads, smem, stream,
+                           pdl_ok && (phases & kPhaseRouting) && !fused_routing, gu, ex));
+  if (phases & kPhaseDown) {
+    const auto down = fused_routing ? (det ? ks.down_store_fused : ks.down_atomic_fused) : (det ? ks.down_store : ks.down_atomic);
+    FP4MOE_CUDA_TRY(launch(down, grid, threads, smem, stream, pdl_ok && (phases & kPhaseGateUp), dn, ex));
+    auto* out = static_cast<__nv_bfloat16*>(a.output);
+    if (det) {
+      const int64_t n = a.num_tokens * (s.hidden / 4);
+      FP4MOE_CUDA_TRY(launch(kernels::moe_finalize_gather_kernel, ceil_div(n, 256), 256, 0, stream, pdl_ok,
+                             static_cast<const float*>(partial), static_cast<int32_t>(splits), dn.split_stride,
+                             static_cast<const int32_t*>(i32(L.inv)), static_cast<int32_t>(a.num_tokens),
+                             static_cast<int32_t>(s.top_k), static_cast<int32_t>(s.hidden), out));
+    } else {
+      const int64_t n = a.num_tokens * s.hidden;
+      FP4MOE_CUDA_TRY(launch(kernels::moe_finalize_convert_kernel, ceil_div(n / 8, 256), 256, 0, stream, pdl_ok,
+                             static_cast<const float*>(partial), n, out));
+    }
+  }
+  return Status::ok();
+}
+
+Status MoeLayer::check(const void* workspace, cudaStream_t stream) const {
+  FP4MOE_RETURN_IF_ERROR(detail::check_device_pointer(workspace, detail::kWorkspaceAlign, "workspace"));
+  uint32_t flags = 0;
+  FP4MOE_CUDA_TRY(cudaMemcpyAsync(&flags, workspace, 4, cudaMemcpyDeviceToHost, stream));
+  FP4MOE_CUDA_TRY(cudaStreamSynchronize(stream));
+  std::string msg;
+  if (flags & kernels::kErrBadExpertId) msg += "topk_ids holds ids outside [0, num_experts); those pairs were skipped. ";
+  if (flags & kernels::kErrBadRouterWeight) msg += "topk_weights holds non-finite weights; those pairs were skipped.";
+  return msg.empty() ? Status::ok() : invalid_argument(msg);
+}
+
+Status detail::MoeLayerAccess::run(const MoeLayer& l, const MoeForwardArgs& a, void* w, size_t bytes, cudaStream_t s,
+                                   unsigned phases) {
+  if (!l.impl_) return invalid_argument("MoeLayer is not initialised (call init first)");
+  if (phases == 0 || (phases & ~unsigned{testing::kPhaseAll}) != 0)
+    return invalid_argument("phases must be a non-empty combination of kPhaseRouting, kPhaseGateUp and kPhaseDown");
+  return l.impl_->run(a, w, bytes, s, phases);
+}
+
+testing::MoeWorkspaceView detail::MoeLayerAccess::view(const MoeLayer& l, const void* w, int64_t num_tokens) {
+  testing::MoeWorkspaceView v;
+  if (!l.impl_ || w == nullptr || num_tokens < 0) return v;
+  const detail::WorkspaceLayout L = detail::workspace_layout(l.impl_->shape, l.impl_->options.finalize, num_tokens, 0);
+  const uint8_t* base = static_cast<const uint8_t*>(w);
+  v.expert_offsets = reinterpret_cast<const int32_t*>(base + L.offsets);
+  v.perm_pair = reinterpret_cast<const int32_t*>(base + L.perm);
+  v.inv_perm = reinterpret_cast<const int32_t*>(base + L.inv);
+  v.act = base + L.act;
+  return v;
+}
+
+namespace testing {
+Status run_phases(const MoeLayer& layer, const MoeForwardArgs& args, void* workspace, size_t workspace_bytes,
+                  cudaStream_t stream, unsigned phases) {
+  return detail::MoeLayerAccess::run(layer, args, workspace, workspace_bytes, stream, phases);
+}
+MoeWorkspaceView workspace_view(const MoeLayer& layer, const void* workspace, int64_t num_tokens) {
+  return detail::MoeLayerAccess::view(layer, workspace, num_tokens);
+}
+}  // namespace testing
+
+}  // namespace fp4moe

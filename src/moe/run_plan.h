@@ -1,0 +1,75 @@
+// The MoE layer's per-call decision, host-only: which resident kernel config, block size, down-GEMM K splits and
+// routing path a forward pass of T tokens runs (the heuristic and the tuning cache's choices), and the checks of
+// shapes and token counts. The layer (src/moe/layer.cu) supplies the configs it found resident at init.
+// SPDX-License-Identifier: Apache-2.0
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <vector>
+
+#include "fp4moe/moe.h"
+#include "fp4moe/tuning.h"
+#include "kernels/moe_gemm_catalogue.h"
+
+namespace fp4moe::detail {
+
+// A catalogue config that this GPU can keep resident, as the layer found it at init.
+struct ResidentConfig {
+  catalogue::ShippedConfig config;
+  int grid = 0;  // persistent blocks: resident blocks per SM (occupancy) x SMs
+};
+
+// The heuristic's tile thresholds: the busiest expert's expected tokens (mean + 3 sd of a Poisson count) up to
+// which the 8-, 16- and 32-token tiles are chosen; above `to64`, the 64-token one. They depend on whether the
+// 16-token tile is warp-specialized (sm_90) or multistage (sm_120, or sm_90 with warp_specialized off). From
+// single-config sweeps on the H200 (docs/perf/moe-decode.md, "How the layer picks a tile").
+struct BlockMThresholds {
+  double to8, to16, to32;
+};
+inline constexpr BlockMThresholds kThresholdsWarpSpecialized16{12.0, 24.0, 40.0};
+inline constexpr BlockMThresholds kThresholdsMultistage16{15.0, 20.0, 40.0};
+// Where two multistage configs of one block_m are built (sm_90's 8-token tile at 2 and 3 blocks per SM), calls of
+// at most this many pairs take the one with fewer blocks per SM (a deeper pipeline each), larger ones the other.
+inline constexpr int64_t kDeepPipelineMaxPairs = 64;
+// Above this many tokens the heuristic never splits the down GEMM's K (the items are many; each split adds
+// partial sums).
+inline constexpr int64_t kMaxSplitTokens = 64;
+// The heuristic splits the down GEMM's K in two when that fills the persistent blocks' rounds at least this much
+// better (GLM-5 at T=1 on 132 SMs: 384 items in 2 rounds of 264 = 73% full, split 768 in 3 rounds = 97%).
+inline constexpr double kSplitFillGain = 0.1;
+
+struct PlanContext {
+  const MoeShape* shape = nullptr;
+  const MoeLayerOptions* options = nullptr;
+  int arch = 0;  // kernel family of the device (90, 120)
+  const std::vector<ResidentConfig>* configs = nullptr;
+  const std::map<int64_t, TunedChoice>* tuned = nullptr;  // tokens bucket -> choice
+};
+
+// The config of `block_m` for a call with `pairs` (token, expert) pairs: the warp-specialized one where resident,
+// unless the call is few enough pairs for a multistage config of that block_m to route them itself; among
+// multistage configs of one block_m, the deeper pipeline up to kDeepPipelineMaxPairs pairs, the one with more
+// warps above. -1 when none has that block_m.
+int pick_config(const PlanContext& c, int block_m, int64_t pairs);
+// Whether a call of `pairs` pairs on config `index` routes inside the GEMM kernels.
+bool fuses_routing(const PlanContext& c, int index, int64_t pairs);
+// The heuristic's block_m for T tokens (the smallest resident block_m at or above the thresholds' choice).
+int heuristic_block_m(const PlanContext& c, int64_t num_tokens);
+// The heuristic's down-GEMM K splits for T tokens on config `index`: 2 where that fills the rounds better, else 1.
+int heuristic_down_k_splits(const PlanContext& c, int64_t num_tokens, int index);
+
+// The whole decision for one call (block_m and down_k_splits: 0 = the layer's choice). *index: the config.
+Status make_run_plan(const PlanContext& c, int64_t num_tokens, int block_m, int down_k_splits, MoeRunPlan* out,
+                     int* index);
+
+// Largest fp32 partial rows (T * k * splits) any plan with down_k_splits = 0 (or `forced_splits`) can need for
+// T <= max_tokens: the deterministic finalize's buffer.
+int64_t max_partial_rows(const PlanContext& c, int64_t max_tokens, int forced_splits);
+
+// Shape and option rules of MoeLayer::can_implement, with checked arithmetic.
+Status check_shape(const MoeShape& s, const MoeLayerOptions& o);
+// Rules on the token count of a call: T >= 0, T * k below 2^30, the GEMMs' int32 work-item count.
+Status check_tokens(const MoeShape& s, int64_t num_tokens, int down_k_splits);
+
+}  // namespace fp4moe::detail

@@ -1,0 +1,34 @@
+// The MoE layer's workspace layout (src/moe/workspace.h).
+// SPDX-License-Identifier: Apache-2.0
+#include "src/moe/workspace.h"
+
+#include <algorithm>
+
+namespace fp4moe::detail {
+
+WorkspaceLayout workspace_layout(const MoeShape& s, FinalizeMode mode, int64_t tokens, int64_t partial_rows) {
+  const int64_t pairs = tokens * s.top_k;
+  // Chunks of at most 8 rows (the smallest block_m) per expert: bounds every config's chunk table.
+  const int64_t max_chunks = (pairs + 7) / 8 + std::min(s.num_experts, pairs) + 1;
+  WorkspaceLayout w{};
+  int64_t o = 0;
+  auto take = [&](int64_t bytes) {
+    const int64_t at = o;
+    o += (bytes + kWorkspaceAlign - 1) / kWorkspaceAlign * kWorkspaceAlign;
+    return at;
+  };
+  w.flags = take(4);
+  w.offsets = take((s.num_experts + 1) * 4);
+  w.perm = take(pairs * 4);
+  w.inv = take(pairs * 4);
+  w.nchunks = take(4);
+  w.chunk_expert = take(max_chunks * 4);
+  w.chunk_start = take(max_chunks * 4);
+  w.chunk_rows = take(max_chunks * 4);
+  w.act = take(pairs * s.intermediate * 2);
+  w.partial = take((mode == FinalizeMode::kDeterministic ? partial_rows : tokens) * s.hidden * 4);
+  w.total = o;
+  return w;
+}
+
+}  // namespace fp4moe::detail

@@ -1,0 +1,37 @@
+// Host launcher for kernels/dequantize_nvfp4.cuh.
+#include "fp4moe/quantize.h"
+#include "fp4moe/nvfp4.h"
+#include "kernels/dequantize_nvfp4.cuh"
+#include "src/cuda/cuda_util.h"
+
+namespace fp4moe {
+
+Status DequantizeNvfp4::can_implement(const DequantizeNvfp4Args& a) {
+  FP4MOE_RETURN_IF_ERROR(validate_nvfp4_shape(a.rows, a.k));
+  if (a.rows == 0) return Status::ok();
+  FP4MOE_RETURN_IF_ERROR(detail::check_device_pointer(a.packed, 8, "packed"));
+  FP4MOE_RETURN_IF_ERROR(detail::check_device_pointer(a.scales, 1, "scales"));
+  FP4MOE_RETURN_IF_ERROR(detail::check_device_pointer(a.global_scale, 4, "global_scale"));
+  FP4MOE_RETURN_IF_ERROR(detail::check_device_pointer(a.output, 16, "output"));
+  return Status::ok();
+}
+
+Status DequantizeNvfp4::run(const DequantizeNvfp4Args& a, cudaStream_t stream) {
+  FP4MOE_RETURN_IF_ERROR(can_implement(a));
+  if (a.rows == 0) return Status::ok();
+  kernels::DequantizeNvfp4Params p{};
+  p.packed = static_cast<const uint8_t*>(a.packed);
+  p.scales = static_cast<const uint8_t*>(a.scales);
+  p.gs = a.global_scale;
+  p.out = static_cast<__nv_bfloat16*>(a.output);
+  p.rows = a.rows;
+  p.k = a.k;
+  p.layout = a.scale_layout;
+  constexpr int kThreads = 256;
+  const int64_t units = a.rows * (a.k / kNvfp4BlockSize);
+  kernels::dequantize_nvfp4_kernel<<<static_cast<unsigned>(ceil_div(units, kThreads)), kThreads, 0, stream>>>(p);
+  FP4MOE_CHECK_LAUNCH("dequantize_nvfp4_kernel");
+  return Status::ok();
+}
+
+}  // namespace fp4moe

@@ -1,0 +1,165 @@
+// Unit tests of the MoE layer's per-call decision without a GPU: the heuristic's tiles, K splits and routing path
+// on the configs an H200 and an RTX PRO 6000 keep resident, the tuning cache's precedence, and the input checks.
+// SPDX-License-Identifier: Apache-2.0
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <map>
+#include <vector>
+
+#include "fp4moe/planner.h"
+#include "src/moe/run_plan.h"
+
+namespace fp4moe::detail {
+namespace {
+
+// The configs a GPU of family `cc` with `sms` SMs keeps resident: every catalogue config of the arch at its planned
+// blocks per SM (what cudaOccupancyMaxActiveBlocksPerMultiprocessor reports for them on the H200).
+std::vector<ResidentConfig> resident_on(int cc, int sms, bool warp_specialized = true) {
+  std::vector<ResidentConfig> v;
+  for (size_t i = 0; i < catalogue::kNumTiles; ++i) {
+    if (!catalogue::tile_on(i, cc)) continue;
+    const catalogue::ShippedConfig c = catalogue::config_on(i, cc);
+    if (!warp_specialized && c.tile.family == KernelFamily::kWarpSpecialized) continue;
+    v.push_back(ResidentConfig{c, c.blocks_per_sm * sms});
+  }
+  return v;
+}
+
+struct Fixture {
+  MoeShape shape{256, 6144, 2048, 8};  // GLM-5
+  MoeLayerOptions options;
+  std::vector<ResidentConfig> configs;
+  std::map<int64_t, TunedChoice> tuned;
+  int arch = 90;
+  PlanContext ctx() const { return PlanContext{&shape, &options, arch, &configs, &tuned}; }
+  MoeRunPlan plan(int64_t T, int bm = 0, int splits = 0) const {
+    MoeRunPlan p;
+    const Status s = make_run_plan(ctx(), T, bm, splits, &p, nullptr);
+    EXPECT_TRUE(s.is_ok()) << s.to_string();
+    return p;
+  }
+};
+
+Fixture h200() {
+  Fixture f;
+  f.configs = resident_on(90, 132);
+  return f;
+}
+
+TEST(RunPlan, H200Glm5TilesFollowTheBusiestExpert) {
+  const Fixture f = h200();
+  // T=1: 8 pairs on the 8-token tile's deep (2-block) config, routed inside the GEMMs, down K in two (384 items
+  // in 2 rounds of 264 = 73% full, 768 in 3 = 97%).
+  MoeRunPlan p = f.plan(1);
+  EXPECT_EQ(p.block_m, 8);
+  EXPECT_EQ(p.family, KernelFamily::kMultistage);
+  EXPECT_EQ(p.grid, 2 * 132);
+  EXPECT_TRUE(p.fused_routing);
+  EXPECT_EQ(p.down_k_splits, 2);
+  EXPECT_FALSE(p.wgmma);
+  EXPECT_TRUE(p.programmatic_launch);
+  EXPECT_NE(p.source.find("heuristic"), std::string::npos) << p.source;
+  // T=4: 32 pairs, still fused. T=5: 40, the routing kernel.
+  EXPECT_TRUE(f.plan(4).fused_routing);
+  EXPECT_FALSE(f.plan(5).fused_routing);
+  // T=128: busiest expert 10 (<= 12), the 8-token tile; 1024 pairs take its 3-block config.
+  p = f.plan(128);
+  EXPECT_EQ(p.block_m, 8);
+  EXPECT_EQ(p.grid, 3 * 132);
+  // T=192: busiest 13.3: the warp-specialized 16-token tile. T=512: busiest 28: the 32-token one. T=1024: 64.
+  p = f.plan(192);
+  EXPECT_EQ(p.block_m, 16);
+  EXPECT_EQ(p.family, KernelFamily::kWarpSpecialized);
+  EXPECT_TRUE(p.wgmma);
+  EXPECT_EQ(p.grid, 132);
+  EXPECT_EQ(f.plan(512).block_m, 32);
+  EXPECT_EQ(f.plan(1024).block_m, 64);
+  EXPECT_EQ(f.plan(4096).family, KernelFamily::kWarpSpecialized);
+  // Above kMaxSplitTokens the down GEMM is never split.
+  EXPECT_EQ(f.plan(65).down_k_splits, 1);
+  // to_string says it all in one line.
+  const std::string s = f.plan(192).to_string();
+  for (const char* part : {"T=192", "warp-specialized 16x256x128", "stages", "wgmma", "deterministic finalize"})
+    EXPECT_NE(s.find(part), std::string::npos) << part << " in " << s;
+}
+
+TEST(RunPlan, MultistageThresholdsWithoutTheWarpSpecialized16TokenTile) {
+  // sm_120 (RTX PRO 6000, 188 SMs, one block per SM) and sm_90 with warp_specialized off: the 8-token tile up to a
+  // busiest expert of 15, the 16-token one up to 20.
+  Fixture f;
+  f.arch = 120;
+  f.configs = resident_on(120, 188);
+  EXPECT_EQ(f.plan(192).block_m, 8);   // busiest 13.3
+  EXPECT_EQ(f.plan(256).block_m, 16);  // busiest 16.5
+  EXPECT_EQ(f.plan(384).block_m, 32);  // busiest 22.4
+  EXPECT_EQ(f.plan(192).family, KernelFamily::kMultistage);
+  EXPECT_FALSE(f.plan(512).wgmma) << "mma.sync on sm_120";
+  Fixture g = h200();
+  g.options.warp_specialized = false;
+  g.configs = resident_on(90, 132, false);
+  EXPECT_EQ(g.plan(192).block_m, 8);
+  EXPECT_EQ(g.plan(512).family, KernelFamily::kMultistage);
+  EXPECT_TRUE(g.plan(512).wgmma) << "the multistage 32-token tile multiplies with wgmma on sm_90";
+}
+
+TEST(RunPlan, CallerOptionsAndTuningCacheTakePrecedenceInThatOrder) {
+  Fixture f = h200();
+  f.tuned[256] = TunedChoice{64, 1.0, 1};
+  MoeRunPlan p = f.plan(200);  // bucket 256
+  EXPECT_EQ(p.block_m, 64);
+  EXPECT_NE(p.source.find("tuning cache"), std::string::npos) << p.source;
+  p = f.plan(200, 16);
+  EXPECT_EQ(p.block_m, 16);
+  EXPECT_NE(p.source.find("caller"), std::string::npos);
+  f.options.block_m = 32;
+  EXPECT_EQ(f.plan(200).block_m, 32);
+  EXPECT_EQ(f.plan(200, 8).block_m, 8);
+  EXPECT_EQ(f.plan(3, 0, 4).down_k_splits, 4);
+  // A forced block_m without a config here, and a split count the shape does not divide, are errors.
+  MoeRunPlan q;
+  EXPECT_EQ(make_run_plan(f.ctx(), 3, 24, 0, &q, nullptr).code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(make_run_plan(f.ctx(), 3, 0, 3, &q, nullptr).code(), StatusCode::kInvalidArgument);
+  f.shape.intermediate = 256;  // one K tile: no split divides it but 1
+  EXPECT_EQ(make_run_plan(f.ctx(), 3, 0, 2, &q, nullptr).code(), StatusCode::kInvalidArgument);
+}
+
+TEST(RunPlan, WorkspaceRowsCoverEveryPlanTheLayerMakes) {
+  Fixture f = h200();
+  for (int64_t T : {1, 2, 7, 33, 64, 65, 300}) {
+    const int64_t rows = max_partial_rows(f.ctx(), T, 0);
+    for (int64_t t = 1; t <= T; ++t)
+      for (int bm : {0, 8, 16, 32, 64}) {
+        MoeRunPlan p;
+        ASSERT_TRUE(make_run_plan(f.ctx(), t, bm, 0, &p, nullptr).is_ok());
+        EXPECT_LE(t * f.shape.top_k * p.down_k_splits, rows) << "T=" << t << " bm " << bm;
+      }
+  }
+  EXPECT_EQ(max_partial_rows(f.ctx(), 100, 8), 100 * 8 * 8);
+}
+
+TEST(RunPlan, TokenAndShapeChecksUseCheckedArithmetic) {
+  const MoeShape tiny{1, 256, 256, 1};
+  EXPECT_TRUE(check_tokens(tiny, 0, 0).is_ok());
+  EXPECT_FALSE(check_tokens(tiny, -1, 0).is_ok());
+  EXPECT_TRUE(check_tokens(tiny, (int64_t{1} << 30) - 1, 0).is_ok());
+  EXPECT_FALSE(check_tokens(tiny, int64_t{1} << 30, 0).is_ok()) << "T * k must be below 2^30";
+  const MoeShape glm{256, 6144, 2048, 8};
+  EXPECT_FALSE(check_tokens(glm, int64_t{1} << 61, 0).is_ok()) << "T * k wraps to 0 in int64 arithmetic";
+  EXPECT_FALSE(check_tokens(glm, INT64_MAX, 0).is_ok());
+  // The GEMMs' int32 work-item count: GLM-5 at 2^26 tokens has 2^26 chunks of 8 rows x 48 N tiles.
+  EXPECT_FALSE(check_tokens(glm, int64_t{1} << 26, 0).is_ok());
+  const MoeLayerOptions o;
+  EXPECT_TRUE(check_shape(glm, o).is_ok());
+  EXPECT_FALSE(check_shape(MoeShape{1, int64_t{1} << 55, 512, 1}, o).is_ok()) << "E * 2I * H wraps to 0";
+  EXPECT_FALSE(check_shape(MoeShape{1, 256, INT64_MAX - 255, 1}, o).is_ok());
+  EXPECT_FALSE(check_shape(MoeShape{1024, 65536, 65536, 8}, o).is_ok()) << "2^42 elements";
+  MoeLayerOptions bad;
+  bad.block_m = 12;
+  const Status s = check_shape(glm, bad);
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(s.message().find("8, 16, 32, 64"), std::string::npos) << s.message();
+}
+
+}  // namespace
+}  // namespace fp4moe::detail

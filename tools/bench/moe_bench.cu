@@ -1,0 +1,439 @@
+// The MoE layer benchmark harness (see moe_bench.h).
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <memory>
+#include <random>
+#include <set>
+#include <sstream>
+
+#include <nlohmann/json.hpp>
+
+#include "fp4moe/planner.h"
+#include "fp4moe/testing.h"
+#include "random_fill.cuh"
+#include "bench/cublas_loader.h"
+#include "bench/moe_bench.h"
+
+namespace fp4moe::bench {
+namespace {
+
+// A device allocation freed on scope exit.
+struct DevBuf {
+  void* p = nullptr;
+  ~DevBuf() { if (p) cudaFree(p); }
+  Status alloc(size_t bytes) {
+    BENCH_TRY(cudaMalloc(&p, bytes ? bytes : 16));
+    return Status::ok();
+  }
+};
+
+Status fill(void* p, int64_t n, uint64_t seed, bool scales) {
+  devdata::fill_random_bytes_kernel<><<<static_cast<unsigned>((n + 255) / 256), 256>>>(static_cast<uint8_t*>(p), n, seed, scales);
+  BENCH_TRY(cudaGetLastError());
+  return Status::ok();
+}
+
+// The plan `l` makes for T tokens at block_m `bm` (0: its own choice); a default plan (block_m 0) where it has none.
+MoeRunPlan plan_of(const MoeLayer& l, int64_t T, int bm) {
+  MoeForwardArgs a;
+  a.num_tokens = T;
+  a.block_m = bm;
+  MoeRunPlan p;
+  if (!l.plan(a, &p).is_ok()) p = MoeRunPlan{};
+  return p;
+}
+
+// k distinct experts per token: uniform, or Zipf-distributed popularity over a random ranking of experts.
+std::vector<int32_t> make_routing(const MoeBenchOptions& o, int64_t T, std::mt19937_64& rng) {
+  const int64_t E = o.shape.num_experts, K = o.shape.top_k;
+  std::vector<double> cdf;
+  std::vector<int32_t> rank(static_cast<size_t>(E));
+  for (int32_t e = 0; e < E; ++e) rank[static_cast<size_t>(e)] = e;
+  if (o.routing == "zipf") {
+    std::shuffle(rank.begin(), rank.end(), rng);
+    double sum = 0;
+    for (int64_t r = 0; r < E; ++r) cdf.push_back(sum += 1.0 / std::pow(static_cast<double>(r + 1), o.zipf_s));
+    for (double& c : cdf) c /= sum;
+  }
+  std::uniform_real_distribution<double> u(0.0, 1.0);
+  std::vector<int32_t> ids(static_cast<size_t>(T * K));
+  for (int64_t t = 0; t < T; ++t) {
+    std::set<int32_t> chosen;
+    while (static_cast<int64_t>(chosen.size()) < K) {
+      if (cdf.empty()) {
+        chosen.insert(static_cast<int32_t>(rng() % static_cast<uint64_t>(E)));
+      } else {
+        const auto it = std::lower_bound(cdf.begin(), cdf.end(), u(rng));
+        chosen.insert(rank[static_cast<size_t>(std::min<int64_t>(it - cdf.begin(), E - 1))]);
+      }
+    }
+    int j = 0;
+    for (int32_t e : chosen) ids[static_cast<size_t>(t * K + j++)] = e;
+  }
+  return ids;
+}
+
+}  // namespace
+
+Status run_moe_bench(const MoeBenchOptions& o, MoeBenchDevice* dev, std::vector<MoeBenchRow>* rows) {
+  if (o.routing != "uniform" && o.routing != "zipf") return invalid_argument("routing must be uniform or zipf");
+  FP4MOE_RETURN_IF_ERROR(MoeLayer::can_implement(o.shape, MoeLayerOptions{}));
+  const int64_t E = o.shape.num_experts, H = o.shape.hidden, I = o.shape.intermediate, K = o.shape.top_k;
+  dev->info = device_info();
+  Cublas cublas;
+  if (o.baselines) {
+    dev->read_gbs = read_bandwidth_gbs(size_t{4} << 30);
+    dev->copy_gbs = copy_bandwidth_gbs(size_t{2} << 30);
+    dev->have_cublas = cublas.load();
+    dev->cublas_error = cublas.error;
+    if (dev->have_cublas) {
+      const int m = 8192;
+      DevBuf b, c;
+      FP4MOE_RETURN_IF_ERROR(b.alloc(size_t(m) * m * 2));
+      FP4MOE_RETURN_IF_ERROR(c.alloc(size_t(m) * m * 2));
+      BENCH_TRY(cudaMemset(b.p, 0x3C, size_t(m) * m * 2));  // 0x3C3C = 0.0115: finite, not zero
+      const float one = 1, zero = 0;
+      const Timing t = time_events(
+          [&](int) {
+            cublas.gemm_ex(cublas.handle, CUBLAS_OP_N, CUBLAS_OP_N, m, m, m, &one, b.p, CUDA_R_16BF, m, b.p,
+                           CUDA_R_16BF, m, &zero, c.p, CUDA_R_16BF, m, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
+          },
+          3, 10);
+      dev->cublas_tflops = 2.0 * m * m * double(m) / (t.median_us * 1e-6) / 1e12;
+    }
+  }
+
+  // Weights: random NVFP4 codes and scales in the checkpoint layout, prepacked by the layer.
+  MoeLayer layer, layer_twin, layer_plain, layer_atomic, layer_unfused, layer_other_ws;
+  MoeLayerOptions base;
+  if (!o.use_tuning_cache) base.tuning_cache = "none";
+  base.warp_specialized = o.warp_specialized;
+  {
+    DevBuf w13p, w13s, w2p, w2s, g13, g2;
+    FP4MOE_RETURN_IF_ERROR(w13p.alloc(E * 2 * I * H / 2));
+    FP4MOE_RETURN_IF_ERROR(w13s.alloc(E * 2 * I * H / 16));
+    FP4MOE_RETURN_IF_ERROR(w2p.alloc(E * H * I / 2));
+    FP4MOE_RETURN_IF_ERROR(w2s.alloc(E * H * I / 16));
+    FP4MOE_RETURN_IF_ERROR(g13.alloc(E * 4));
+    FP4MOE_RETURN_IF_ERROR(g2.alloc(E * 4));
+    FP4MOE_RETURN_IF_ERROR(fill(w13p.p, E * 2 * I * H / 2, 1, false));
+    FP4MOE_RETURN_IF_ERROR(fill(w13s.p, E * 2 * I * H / 16, 2, true));
+    FP4MOE_RETURN_IF_ERROR(fill(w2p.p, E * H * I / 2, 3, false));
+    FP4MOE_RETURN_IF_ERROR(fill(w2s.p, E * H * I / 16, 4, true));
+    const std::vector<float> gs(static_cast<size_t>(E), 1000.0f);
+    BENCH_TRY(cudaMemcpy(g13.p, gs.data(), E * 4, cudaMemcpyHostToDevice));
+    BENCH_TRY(cudaMemcpy(g2.p, gs.data(), E * 4, cudaMemcpyHostToDevice));
+    const Nvfp4ExpertWeights w13{w13p.p, w13s.p, static_cast<float*>(g13.p)}, w2{w2p.p, w2s.p, static_cast<float*>(g2.p)};
+    FP4MOE_RETURN_IF_ERROR(layer.init(o.shape, base, w13, w2, nullptr));
+    if (o.phases) {  // the same weights in the two variants the benchmark compares against
+      MoeLayerOptions plain = base, atomic = base, unfused = base, other_ws = base;
+      // The other MoeLayerOptions::warp_specialized setting: a copy of the weights only where this GPU has both
+      // kernel families (with the option on, the layer takes the warp-specialized 16/32/64-token tiles where built).
+      other_ws.warp_specialized = !base.warp_specialized;
+      // (A call of kMaxFusedRoutingPairs + 1 pairs: one the classic kernels do not route themselves.)
+      const int64_t probe_tokens = kMaxFusedRoutingPairs / o.shape.top_k + 1;
+      bool have_ws = false;
+      for (int bm : shipped_block_ms()) have_ws = have_ws || plan_of(layer, probe_tokens, bm).family == KernelFamily::kWarpSpecialized;
+      if (!base.warp_specialized || have_ws)
+        FP4MOE_RETURN_IF_ERROR(layer_other_ws.init(o.shape, other_ws, w13, w2, nullptr));
+      plain.programmatic_launch = false;
+      atomic.finalize = FinalizeMode::kAtomic;
+      unfused.fuse_small_routing = false;
+      FP4MOE_RETURN_IF_ERROR(layer_twin.init(o.shape, base, w13, w2, nullptr));
+      FP4MOE_RETURN_IF_ERROR(layer_unfused.init(o.shape, unfused, w13, w2, nullptr));
+      FP4MOE_RETURN_IF_ERROR(layer_plain.init(o.shape, plain, w13, w2, nullptr));
+      FP4MOE_RETURN_IF_ERROR(layer_atomic.init(o.shape, atomic, w13, w2, nullptr));
+    }
+  }
+  // cuBLAS baseline: bf16 weights of every expert.
+  DevBuf cw13, cw2;
+  if (dev->have_cublas) {
+    FP4MOE_RETURN_IF_ERROR(cw13.alloc(size_t(E) * 2 * I * H * 2));
+    FP4MOE_RETURN_IF_ERROR(cw2.alloc(size_t(E) * H * I * 2));
+    BENCH_TRY(cudaMemset(cw13.p, 0x3C, size_t(E) * 2 * I * H * 2));
+    BENCH_TRY(cudaMemset(cw2.p, 0x3C, size_t(E) * H * I * 2));
+  }
+  std::vector<int> block_ms = o.block_ms;
+  if (block_ms.empty())  // every block_m with a config on this GPU
+    for (int bm : shipped_block_ms())
+      if (plan_of(layer, 1, bm).block_m == bm) block_ms.push_back(bm);
+  std::vector<int> split_list;
+  for (int sp : o.down_k_splits.empty() ? std::vector<int>{0} : o.down_k_splits)
+    if (sp == 0 || down_k_splits_supported(o.shape, sp)) split_list.push_back(sp);
+  if (split_list.empty()) return invalid_argument("none of the requested down K split counts divides I / 256");
+  const int max_split = *std::max_element(split_list.begin(), split_list.end());
+  const double bytes_per_expert = (2.0 * I * H + double(H) * I) * 0.5625;
+  const double read_gbs = o.baselines ? dev->read_gbs : 0;
+  rows->clear();
+  const auto start = std::chrono::steady_clock::now();
+  for (size_t ti = 0; ti < o.tokens.size(); ++ti) {
+    const int64_t T = o.tokens[ti];
+    if (T < 1) return invalid_argument("token counts must be >= 1");
+    if (o.budget_s > 0 && std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() > o.budget_s)
+      break;
+    if (o.progress) o.progress(ti, o.tokens.size(), T);
+    // Routing sets rotated between iterations so the active experts' weights are not L2-resident.
+    const int sets = T <= 64 ? 16 : 4;
+    // Room for the timed split counts and the 4-split comparison.
+    const size_t ws_bytes = layer.workspace_size(T, max_split);
+    std::vector<DevBuf> ws(sets), ids(sets), wts(sets);
+    DevBuf hid, out;
+    FP4MOE_RETURN_IF_ERROR(hid.alloc(T * H * 2));
+    FP4MOE_RETURN_IF_ERROR(out.alloc(T * H * 2));
+    BENCH_TRY(cudaMemset(hid.p, 0x3C, T * H * 2));
+    std::mt19937_64 rng(static_cast<uint64_t>(T));
+    MoeBenchRow r;
+    r.T = T;
+    for (int s = 0; s < sets; ++s) {
+      const std::vector<int32_t> h_ids = make_routing(o, T, rng);
+      const std::vector<float> h_w(static_cast<size_t>(T * K), 1.0f / K);
+      std::vector<int> cnt(static_cast<size_t>(E), 0);
+      for (int32_t e : h_ids) ++cnt[static_cast<size_t>(e)];
+      for (int c : cnt) {
+        r.active += c > 0;
+        r.max_per_expert = std::max(r.max_per_expert, c);
+      }
+      FP4MOE_RETURN_IF_ERROR(ws[s].alloc(ws_bytes));
+      FP4MOE_RETURN_IF_ERROR(ids[s].alloc(T * K * 4));
+      FP4MOE_RETURN_IF_ERROR(wts[s].alloc(T * K * 4));
+      BENCH_TRY(cudaMemcpy(ids[s].p, h_ids.data(), T * K * 4, cudaMemcpyHostToDevice));
+      BENCH_TRY(cudaMemcpy(wts[s].p, h_w.data(), T * K * 4, cudaMemcpyHostToDevice));
+    }
+    r.active /= sets;
+    int bm_override = 0, splits_override = 0;
+    auto args = [&](int i) {
+      MoeForwardArgs a;
+      a.block_m = bm_override;
+      a.down_k_splits = splits_override;
+      a.hidden = hid.p;
+      a.num_tokens = T;
+      a.topk_ids = static_cast<int32_t*>(ids[i % sets].p);
+      a.topk_weights = static_cast<float*>(wts[i % sets].p);
+      a.output = out.p;
+      return a;
+    };
+    Status failed;
+    // (the deterministic layer's workspace also fits the variants: their partial buffers are not larger)
+    auto phase = [&](unsigned ph, const MoeLayer& l) {
+      // Routing for every set first, so a phase timed alone finds its tables in the workspace.
+      for (int s = 0; s < sets; ++s) {
+        const Status st = testing::run_phases(l, args(s), ws[s].p, ws_bytes, nullptr, testing::kPhaseRouting);
+        if (!st.is_ok()) failed = st;
+      }
+      return time_events(
+          [&](int i) {
+            const Status st = testing::run_phases(l, args(i), ws[i % sets].p, ws_bytes, nullptr, ph);
+            if (!st.is_ok()) failed = st;
+          },
+          sets, std::max(o.min_iters, 2 * sets));
+    };
+    r.layer_us = 1e30;
+    for (int bm : block_ms) {
+      for (int sp : split_list) {
+        bm_override = bm;
+        splits_override = sp;
+        const double us = phase(testing::kPhaseAll, layer).median_us;
+        FP4MOE_RETURN_IF_ERROR(failed);
+        r.layer_us_by_config[{bm, sp}] = us;
+        if (us < r.layer_us) {
+          r.layer_us = us;
+          r.block_m = bm;
+          r.down_k_splits = sp;
+        }
+      }
+    }
+    bm_override = r.block_m;  // the phases and variants below at the fastest config
+    splits_override = r.down_k_splits;
+    if (o.phases) {
+      r.route_us = phase(testing::kPhaseRouting, layer).median_us;
+      r.gate_up_us = phase(testing::kPhaseGateUp, layer).median_us;
+      r.down_us = phase(testing::kPhaseDown, layer).median_us;
+      // The variants, interleaved with the main layer in rounds (MoeBenchRow::layer_main_us says why).
+      std::vector<std::pair<const MoeLayer*, double*>> variants = {
+          {&layer, &r.layer_main_us}, {&layer_twin, &r.layer_twin_us}, {&layer_plain, &r.layer_plain_us},
+          {&layer_atomic, &r.layer_atomic_us}};
+      if (plan_of(layer, T, r.block_m).family != plan_of(layer_other_ws, T, r.block_m).family)
+        variants.push_back({&layer_other_ws, &r.layer_other_ws_us});
+      if (plan_of(layer, T, r.block_m).fused_routing) variants.push_back({&layer_unfused, &r.layer_unfused_us});
+      constexpr int kRounds = 3;
+      std::vector<std::vector<double>> times(variants.size());
+      for (int round = 0; round < kRounds; ++round)
+        for (size_t v = 0; v < variants.size(); ++v) times[v].push_back(phase(testing::kPhaseAll, *variants[v].first).median_us);
+      for (size_t v = 0; v < variants.size(); ++v) {
+        std::sort(times[v].begin(), times[v].end());
+        *variants[v].second = times[v][kRounds / 2];
+      }
+      FP4MOE_RETURN_IF_ERROR(failed);
+    }
+    FP4MOE_RETURN_IF_ERROR(layer.check(ws[0].p, nullptr));
+    const MoeRunPlan own = plan_of(layer, T, 0);
+    r.heuristic_bm = own.block_m;
+    r.heuristic_splits = own.down_k_splits;
+    r.weight_bytes = r.active * bytes_per_expert;
+    r.flop_per_byte = 2.0 * T * K * 3.0 * I * H / r.weight_bytes;
+    r.tflops = 2.0 * T * K * (3.0 * I * H) / (r.layer_us * 1e-6) / 1e12;
+    r.gbs = r.weight_bytes / (r.layer_us * 1e3);
+    if (read_gbs > 0) {
+      r.floor_us = r.weight_bytes / (read_gbs * 1e3);
+      r.pct_bw = 100.0 * r.gbs / read_gbs;
+    }
+    r.tokens_per_s = T / (r.layer_us * 1e-6 * o.moe_layers);
+    if (dev->have_cublas) {
+      // Dense bf16 equivalent: each active expert multiplies its mean token count through w13 and w2.
+      const int na = std::max(1, static_cast<int>(r.active + 0.5));
+      const int m = static_cast<int>((T * K + na - 1) / na);
+      DevBuf cx, cy, ca, cz;
+      FP4MOE_RETURN_IF_ERROR(cx.alloc(size_t(na) * m * H * 2));
+      FP4MOE_RETURN_IF_ERROR(cy.alloc(size_t(na) * m * 2 * I * 2));
+      FP4MOE_RETURN_IF_ERROR(ca.alloc(size_t(na) * m * I * 2));
+      FP4MOE_RETURN_IF_ERROR(cz.alloc(size_t(na) * m * H * 2));
+      BENCH_TRY(cudaMemset(cx.p, 0x3C, size_t(na) * m * H * 2));
+      BENCH_TRY(cudaMemset(ca.p, 0x3C, size_t(na) * m * I * 2));
+      const float one = 1, zero = 0;
+      cublasStatus_t bad = CUBLAS_STATUS_SUCCESS;
+      auto check = [&](cublasStatus_t st) { if (st != CUBLAS_STATUS_SUCCESS) bad = st; };
+      // Rotate which experts are used when fewer than all are active (start offset), to leave L2 cold.
+      const Timing tg = time_events(
+          [&](int i) {
+            const int64_t off = (static_cast<int64_t>(i) * na) % (E - na + 1);
+            check(cublas.gemm_strided_batched_ex(cublas.handle, CUBLAS_OP_T, CUBLAS_OP_N, 2 * I, m, H, &one,
+                                                 static_cast<char*>(cw13.p) + off * 2 * I * H * 2, CUDA_R_16BF, H,
+                                                 2 * I * H, cx.p, CUDA_R_16BF, H, int64_t(m) * H, &zero, cy.p,
+                                                 CUDA_R_16BF, 2 * I, int64_t(m) * 2 * I, na, CUBLAS_COMPUTE_32F,
+                                                 CUBLAS_GEMM_DEFAULT));
+          },
+          3, 20);
+      const Timing td = time_events(
+          [&](int i) {
+            const int64_t off = (static_cast<int64_t>(i) * na) % (E - na + 1);
+            check(cublas.gemm_strided_batched_ex(cublas.handle, CUBLAS_OP_T, CUBLAS_OP_N, H, m, I, &one,
+                                                 static_cast<char*>(cw2.p) + off * H * I * 2, CUDA_R_16BF, I, H * I,
+                                                 ca.p, CUDA_R_16BF, I, int64_t(m) * I, &zero, cz.p, CUDA_R_16BF, H,
+                                                 int64_t(m) * H, na, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+          },
+          3, 20);
+      if (bad != CUBLAS_STATUS_SUCCESS)
+        return Status(StatusCode::kInternal, "cuBLAS baseline failed with status " + std::to_string(static_cast<int>(bad)));
+      r.cublas_gate_up_us = tg.median_us;
+      r.cublas_us = tg.median_us + td.median_us;
+    }
+    rows->push_back(r);
+  }
+  if (o.progress) o.progress(o.tokens.size(), o.tokens.size(), 0);
+  return Status::ok();
+}
+
+void print_moe_bench(const MoeBenchOptions& o, const MoeBenchDevice& dev, const std::vector<MoeBenchRow>& rows, FILE* f) {
+  const DeviceInfo& d = dev.info;
+  std::fprintf(f, "device: %s (sm_%d%d), %d SMs, SM clock %d MHz, memory clock %d MHz x %d bit, L2 %.0f MB, "
+                  "smem/block opt-in %zu B, driver %d, runtime %d\n",
+               d.name.c_str(), d.cc_major, d.cc_minor, d.sms, d.sm_clock_mhz, d.mem_clock_mhz, d.bus_width_bits,
+               d.l2_bytes / 1e6, d.smem_optin, d.driver, d.runtime);
+  if (o.baselines)
+    std::fprintf(f, "measured: read %.0f GB/s (streaming read kernel, 4 GiB, best of 3 medians), copy %.0f GB/s (read+write), cuBLAS bf16 "
+                    "8192^3 %.0f TFLOP/s%s\n",
+                 dev.read_gbs, dev.copy_gbs, dev.cublas_tflops,
+                 dev.have_cublas ? "" : (" (cuBLAS unavailable: " + dev.cublas_error + ")").c_str());
+  for (const auto& r : rows) {
+    std::fprintf(f, "  T=%lld: max tokens on one expert %d; layer us by block_m:", static_cast<long long>(r.T), r.max_per_expert);
+    for (const auto& [bm, us] : r.layer_us_by_bm()) std::fprintf(f, " bm%d %.0f", bm, us);
+    if (r.layer_us_by_config.size() > r.layer_us_by_bm().size()) {
+      std::fprintf(f, "; by block_m/down K splits:");
+      for (const auto& [cfg, us] : r.layer_us_by_config) std::fprintf(f, " %d/%d %.1f", cfg.first, cfg.second, us);
+    }
+    if (r.down_k_splits > 1) std::fprintf(f, " (fastest with the down K in %d splits)", r.down_k_splits);
+    std::fprintf(f, " (the layer picks %d)", r.heuristic_bm);
+    if (r.layer_main_us > 0) {
+      auto rel = [&](double us) { return 100.0 * (us / r.layer_main_us - 1.0); };
+      std::fprintf(f, "; at bm%d, medians of 3 rounds each timing the layer (%.1f us) and then every variant: same options "
+                      "on a second copy of the weights %.1f us (%+.1f%%), without programmatic launch %.1f us (%+.1f%%), "
+                      "atomic finalize %.1f us (%+.1f%%)",
+                   r.block_m, r.layer_main_us, r.layer_twin_us, rel(r.layer_twin_us), r.layer_plain_us,
+                   rel(r.layer_plain_us), r.layer_atomic_us, rel(r.layer_atomic_us));
+      if (r.layer_other_ws_us > 0)
+        std::fprintf(f, ", %s %.1f us (%+.1f%%)",
+                     o.warp_specialized ? "2-blocks-per-SM kernels (not warp-specialized)" : "warp-specialized kernels",
+                     r.layer_other_ws_us, rel(r.layer_other_ws_us));
+      if (r.layer_unfused_us > 0)
+        std::fprintf(f, ", with the routing kernel (not fused) %.1f us (%+.1f%%)", r.layer_unfused_us, rel(r.layer_unfused_us));
+    }
+    std::fprintf(f, "\n");
+  }
+  const MoeShape& s = o.shape;
+  std::fprintf(f, "\nMoE layer (E=%lld, H=%lld, I=%lld, top-%lld), NVFP4 W4A16, deterministic finalize, %s routing; weights "
+                  "rotated past L2; median of >= %d after warm-up\n",
+               static_cast<long long>(s.num_experts), static_cast<long long>(s.hidden),
+               static_cast<long long>(s.intermediate), static_cast<long long>(s.top_k), o.routing.c_str(), o.min_iters);
+  std::fprintf(f, "bytes = active experts' NVFP4 weights incl. scales (0.5625 B/weight); floor = bytes / measured read BW\n\n");
+  std::fprintf(f, "%6s %6s %3s %8s %7s %8s %8s %8s %8s %6s %6s %7s %9s %7s %9s %7s %9s %7s %6s %7s\n", "T", "active", "bm",
+               "MB", "route", "gate_up", "down", "layer", "floor", "GB/s", "%BW", "TFLOP/s", "cuBLAS gu", "gu x", "cuBLAS",
+               "layer x", "tok/s*", "FLOP/B", "%peak", "bound");
+  // Roofline: the memory roof is the measured read bandwidth, the compute roof the measured cuBLAS bf16 rate;
+  // a case is memory-bound when its arithmetic intensity is below their ratio (the ridge point).
+  const double ridge = dev.read_gbs > 0 ? dev.cublas_tflops * 1e3 / dev.read_gbs : 0;
+  for (const auto& r : rows)
+    std::fprintf(f, "%6lld %6d %3d %8.1f %7.1f %8.1f %8.1f %8.1f %8.1f %6.0f %5.1f%% %7.1f %9.1f %6.2fx %9.1f %6.2fx %9.0f %7.1f %5.1f%% %7s\n",
+                 static_cast<long long>(r.T), static_cast<int>(r.active + 0.5), r.block_m, r.weight_bytes / 1e6,
+                 r.route_us, r.gate_up_us, r.down_us, r.layer_us, r.floor_us, r.gbs, r.pct_bw, r.tflops,
+                 r.cublas_gate_up_us, r.cublas_gate_up_us > 0 ? r.cublas_gate_up_us / r.gate_up_us : 0.0, r.cublas_us,
+                 r.cublas_us > 0 ? r.cublas_us / r.layer_us : 0.0, r.tokens_per_s, r.flop_per_byte,
+                 dev.cublas_tflops > 0 ? 100.0 * r.tflops / dev.cublas_tflops : 0.0,
+                 ridge <= 0 ? "-" : r.flop_per_byte < ridge ? "memory" : "compute");
+  std::fprintf(f, "(times in us; route/gate_up/down timed alone; layer = all phases in one run; cuBLAS = bf16\n"
+                  " cublasGemmStridedBatchedEx over the active experts at their mean token count: gate_up, and gate_up + down;\n"
+                  " gu x = cuBLAS gate_up / fp4moe gate_up, layer x = cuBLAS gate_up + down / fp4moe layer;\n"
+                  " tok/s* = projected decode throughput of the MoE layers alone: T / (layer time x %d layers), not a served number;\n"
+                 " FLOP/B = arithmetic intensity on the weight bytes; %%peak = TFLOP/s / the measured cuBLAS bf16 rate;\n"
+                 " bound = the roof that applies at that intensity: memory below the ridge point, compute above)\n",
+               o.moe_layers);
+}
+
+std::string moe_bench_json(const MoeBenchOptions& o, const MoeBenchDevice& dev, const std::vector<MoeBenchRow>& rows) {
+  nlohmann::json j;
+  j["device"] = {{"name", dev.info.name}, {"sms", dev.info.sms}, {"cc", dev.info.cc_major * 10 + dev.info.cc_minor},
+                 {"driver", dev.info.driver}, {"runtime", dev.info.runtime}};
+  j["baselines"] = {{"read_gbs", dev.read_gbs}, {"copy_gbs", dev.copy_gbs}, {"cublas_bf16_tflops", dev.cublas_tflops}};
+  j["shape"] = {{"experts", o.shape.num_experts}, {"hidden", o.shape.hidden}, {"intermediate", o.shape.intermediate},
+                {"top_k", o.shape.top_k}, {"routing", o.routing}};
+  nlohmann::json arr = nlohmann::json::array();
+  for (const auto& r : rows) {
+    nlohmann::json by = nlohmann::json::object();
+    for (const auto& [bm, us] : r.layer_us_by_bm()) by[std::to_string(bm)] = us;
+    arr.push_back({{"tokens", r.T}, {"active_experts", r.active}, {"block_m", r.block_m}, {"heuristic_block_m", r.heuristic_bm},
+                   {"layer_us_by_block_m", by}, {"route_us", r.route_us}, {"gate_up_us", r.gate_up_us},
+                   {"down_us", r.down_us}, {"layer_us", r.layer_us}, {"weight_bytes", r.weight_bytes},
+                   {"floor_us", r.floor_us}, {"gbs", r.gbs}, {"pct_read_bw", r.pct_bw}, {"tflops", r.tflops},
+                   {"flop_per_byte", r.flop_per_byte}, {"cublas_gate_up_us", r.cublas_gate_up_us},
+                   {"cublas_us", r.cublas_us}, {"projected_tokens_per_s", r.tokens_per_s},
+                   {"layer_variant_reference_us", r.layer_main_us}, {"layer_second_weight_copy_us", r.layer_twin_us},
+                   {"layer_plain_launch_us", r.layer_plain_us}, {"layer_atomic_finalize_us", r.layer_atomic_us},
+                   {"layer_unfused_routing_us", r.layer_unfused_us}, {"layer_other_warp_specialized_us", r.layer_other_ws_us},
+                   {"down_k_splits", r.down_k_splits},
+                   {"pct_compute_roof", dev.cublas_tflops > 0 ? 100.0 * r.tflops / dev.cublas_tflops : 0.0},
+                   {"bound", dev.read_gbs <= 0 || dev.cublas_tflops <= 0 ? "unknown"
+                             : r.flop_per_byte < dev.cublas_tflops * 1e3 / dev.read_gbs ? "memory" : "compute"}});
+  }
+  j["rows"] = arr;
+  return j.dump(2);
+}
+
+std::string moe_bench_csv(const MoeBenchDevice& dev, const std::vector<MoeBenchRow>& rows) {
+  std::ostringstream s;
+  s << "tokens,active_experts,block_m,route_us,gate_up_us,down_us,layer_us,floor_us,gbs,pct_read_bw,tflops,"
+       "cublas_gate_up_us,cublas_us,projected_tokens_per_s,layer_plain_launch_us,layer_atomic_finalize_us,"
+       "down_k_splits,flop_per_byte,pct_compute_roof,bound\n";
+  const double ridge = dev.read_gbs > 0 ? dev.cublas_tflops * 1e3 / dev.read_gbs : 0;
+  for (const auto& r : rows)
+    s << r.T << ',' << r.active << ',' << r.block_m << ',' << r.route_us << ',' << r.gate_up_us << ',' << r.down_us << ','
+      << r.layer_us << ',' << r.floor_us << ',' << r.gbs << ',' << r.pct_bw << ',' << r.tflops << ','
+      << r.cublas_gate_up_us << ',' << r.cublas_us << ',' << r.tokens_per_s << ',' << r.layer_plain_us << ','
+      << r.layer_atomic_us << ',' << r.down_k_splits << ',' << r.flop_per_byte << ','
+      << (dev.cublas_tflops > 0 ? 100.0 * r.tflops / dev.cublas_tflops : 0.0) << ','
+      << (ridge <= 0 || dev.cublas_tflops <= 0 ? "unknown" : r.flop_per_byte < ridge ? "memory" : "compute") << '\n';
+  return s.str();
+}
+
+}  // namespace fp4moe::bench

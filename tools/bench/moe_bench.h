@@ -1,0 +1,83 @@
+// The MoE layer benchmark harness shared by fp4moe_bench_moe, `fp4moe bench` and `fp4moe tune`: random
+// NVFP4 weights, rotated routing sets, per-block_m sweeps, and the same-run baselines.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "fp4moe/moe.h"
+#include "bench/bench_util.h"
+
+namespace fp4moe::bench {
+
+struct MoeBenchOptions {
+  MoeShape shape{256, 6144, 2048, 8};  // GLM-5
+  int moe_layers = 75;                 // for the projected decode throughput
+  std::vector<int64_t> tokens = {1, 8, 64, 256, 512, 1024, 2048, 4096};
+  std::string routing = "uniform";     // uniform, or zipf (expert popularity ~ 1 / rank^zipf_s)
+  double zipf_s = 1.2;
+  std::vector<int> block_ms;           // configs to time per T (empty: every built-in one)
+  std::vector<int> down_k_splits;      // down K splits to time per block_m (empty: the layer's own choice)
+  bool use_tuning_cache = true;        // false: the layer ignores any tuning cache (the tuner compares with the heuristic)
+  bool baselines = true;               // read/copy bandwidth and cuBLAS (off for tuning)
+  bool phases = true;                  // also time routing, gate_up and down alone
+  bool warp_specialized = true;        // MoeLayerOptions::warp_specialized of the layers timed (the per-T note
+                                       // also times the other setting where it changes the kernels)
+  int min_iters = 20;                  // timed runs per measurement (median)
+  double budget_s = 0;                 // > 0: stop before the next T once this much time has passed
+  // Called before each T (index, count) and once at the end (count, count), e.g. for a progress bar.
+  std::function<void(size_t, size_t, int64_t)> progress;
+};
+
+struct MoeBenchRow {
+  int64_t T = 0;
+  double active = 0;
+  int max_per_expert = 0;
+  int heuristic_splits = 1;          // the down K splits the layer picks by itself for T
+  int block_m = 0, heuristic_bm = 0;  // the fastest config, and what the layer picks by itself (its tuning
+                                      // cache, else the heuristic; the tuner's layer reads no cache)
+  std::map<std::pair<int, int>, double> layer_us_by_config;  // (block_m, down K splits; 0 = the layer's choice)
+  // Per block_m, the best over the timed split counts.
+  std::map<int, double> layer_us_by_bm() const {
+    std::map<int, double> by;
+    for (const auto& [cfg, us] : layer_us_by_config)
+      if (!by.count(cfg.first) || us < by[cfg.first]) by[cfg.first] = us;
+    return by;
+  }
+  int down_k_splits = 0;                                      // of the fastest config (0 = the layer's choice)
+  double route_us = 0, gate_up_us = 0, down_us = 0, layer_us = 0;
+  double weight_bytes = 0, floor_us = 0, gbs = 0, pct_bw = 0, tflops = 0, flop_per_byte = 0;
+  double cublas_gate_up_us = 0, cublas_us = 0;
+  // The variants below are timed (when phases are; 0 otherwise) at the fastest config in rounds, each round
+  // the main layer and then every variant once, and each reported as the median of its rounds; layer_main_us
+  // is the main layer's median of the same rounds, what the variants are compared with. Every variant is a
+  // layer of its own, with its own copy of the weights: layer_twin_us is one with the main layer's options,
+  // so its difference from layer_main_us is what a copy of the weights alone changes.
+  double layer_main_us = 0, layer_twin_us = 0;
+  // Without programmatic dependent launch, and with the atomic finalize.
+  double layer_plain_us = 0, layer_atomic_us = 0;
+  double layer_other_ws_us = 0;  // with MoeLayerOptions::warp_specialized flipped where that changes the kernels, else 0
+  double layer_unfused_us = 0;  // with the routing kernel where the fastest config fuses routing (MoeLayer::fuses_routing), else 0
+  double tokens_per_s = 0;  // projected: T / (layer time x MoE layers)
+};
+
+struct MoeBenchDevice {
+  DeviceInfo info;
+  double read_gbs = 0, copy_gbs = 0, cublas_tflops = 0;
+  bool have_cublas = false;
+  std::string cublas_error;
+};
+
+// Runs the benchmark; rows in the order of opts.tokens (fewer when the budget ran out). Returns a non-ok
+// Status on a CUDA or layer error.
+Status run_moe_bench(const MoeBenchOptions& opts, MoeBenchDevice* dev, std::vector<MoeBenchRow>* rows);
+
+// The text table (the format tools/roofline.py reads), JSON and CSV.
+void print_moe_bench(const MoeBenchOptions& opts, const MoeBenchDevice& dev, const std::vector<MoeBenchRow>& rows, FILE* f);
+std::string moe_bench_json(const MoeBenchOptions& opts, const MoeBenchDevice& dev, const std::vector<MoeBenchRow>& rows);
+std::string moe_bench_csv(const MoeBenchDevice& dev, const std::vector<MoeBenchRow>& rows);
+
+}  // namespace fp4moe::bench
