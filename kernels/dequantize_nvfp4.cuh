@@ -1,4 +1,5 @@
 // Kernel that expands an NVFP4 matrix back to bf16: x = bf16(e2m1 * scale * (1 / global_scale)).
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 
 #include <cuda_bf16.h>

@@ -1,4 +1,5 @@
 // Finalize kernels of the down projection: the fixed-order sum over a token's k slots, or the fp32->bf16 copy.
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 
 #include <cuda_bf16.h>

@@ -1,4 +1,5 @@
 // Prepack kernels: checkpoint-layout NVFP4 expert weights -> the tiled, bit-permuted layout the GEMMs stream.
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 
 #include <cstdint>

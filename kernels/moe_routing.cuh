@@ -1,4 +1,5 @@
 // Routing preparation on the GPU: group the T*k (token, slot) pairs by expert, deterministically.
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 
 #include <cstdint>

@@ -1,5 +1,6 @@
 // Routing tables of the MoE layer: their parameters, and the in-register routing of a few pairs by one warp
 // that the GEMM kernels run when the routing kernel (moe_routing.cuh) is not launched.
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 
 #include <cstdint>

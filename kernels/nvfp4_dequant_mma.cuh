@@ -1,4 +1,5 @@
 // In-register NVFP4 -> bf16 dequantization of one mma.m16n8k16 A fragment (see kernels/weight_pack.h).
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 
 #include <cuda_bf16.h>

@@ -1,4 +1,5 @@
 // Device-side NVFP4 scalar math shared by the quantize, dequantize and GEMM kernels (raw values, no host code).
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 
 #include <cuda_bf16.h>

@@ -1,5 +1,6 @@
 // Thin wrappers over the PTX instructions the GEMM kernels use (cp.async, ldmatrix, mma.sync, prmt, lop3,
 // mbarrier, griddepcontrol), each with the reason it is used and its PTX ISA section.
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 
 #include <cstdint>

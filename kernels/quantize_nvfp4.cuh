@@ -1,4 +1,5 @@
 // Kernels that quantize a bf16 matrix to NVFP4 (amax reduction, then one pass per 16-element block).
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 
 #include <cuda_bf16.h>

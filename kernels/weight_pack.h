@@ -1,5 +1,6 @@
 // The prepacked NVFP4 weight layout that fp4moe's GEMM kernels stream: bit positions, tile order, scale
 // encoding. Shared (constexpr) by the prepack kernel, the GEMM kernels, the host reference and tests.
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 
 #include <cstdint>

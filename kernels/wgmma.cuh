@@ -1,5 +1,6 @@
 // Hopper warpgroup MMA (wgmma) with A from registers and B from shared memory: the instruction wrappers,
 // the fences and the shared-memory matrix descriptor that the sm_90 grouped-GEMM kernels use.
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 
 #include <cstdint>

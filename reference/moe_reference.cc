@@ -1,4 +1,5 @@
 // CPU reference of the NVFP4 MoE layer (see moe_reference.h).
+// SPDX-License-Identifier: Apache-2.0
 #include "moe_reference.h"
 
 #include <cmath>

@@ -1,5 +1,6 @@
 // CPU reference of the NVFP4 MoE layer: exact NVFP4 decode, fp64 accumulation, bf16 rounding only where
 // the layer itself rounds (the SwiGLU output and the layer output).
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 
 #include <cstdint>

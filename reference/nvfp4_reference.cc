@@ -1,4 +1,5 @@
 // CPU reference helpers: exact NVFP4 decode (see nvfp4_reference.h).
+// SPDX-License-Identifier: Apache-2.0
 #include "nvfp4_reference.h"
 
 #include "fp4moe/bf16.h"

@@ -1,4 +1,5 @@
 // CPU reference helpers kept apart from the library: exact NVFP4 decode in fp64 (ground truth for tests).
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 
 #include <cstdint>

@@ -1,4 +1,5 @@
 // Status code names and formatting.
+// SPDX-License-Identifier: Apache-2.0
 #include "fp4moe/status.h"
 
 namespace fp4moe {

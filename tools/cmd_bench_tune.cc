@@ -1,5 +1,6 @@
 // `fp4moe bench` (the MoE layer benchmark with JSON/CSV/roofline output) and `fp4moe tune` (fills the
 // tuning cache with the fastest planner-accepted config per tokens bucket). Both need a GPU.
+// SPDX-License-Identifier: Apache-2.0
 #include <unistd.h>
 
 #include <chrono>
@@ -223,7 +224,7 @@ void add_bench_and_tune(CLI::App& app, int* rc) {
   bench->add_option("--zipf-s", b->zipf_s, "Zipf exponent")->check(CLI::Range(0.0, 10.0))->capture_default_str();
   bench->add_option("--block-m", b->block_m, "time only this block_m (default: every built-in one)")->check(CLI::IsMember(shipped_block_ms()));
   bench->add_flag("--no-warp-specialized", b->no_warp_specialized,
-                  "sm_90: time the 2-blocks-per-SM kernels for block_m 16, 32 and 64 instead of the warp-specialized ones");
+                  "sm_90: time the multistage kernels for block_m 16, 32 and 64 instead of the warp-specialized ones");
   bench->add_option("--down-k-splits", b->down_k_splits,
                     "also time these down-GEMM K split counts per block_m, e.g. 1 2 4 (default: the layer's choice)")
       ->check(CLI::IsMember({1, 2, 4, 8}));

@@ -1,5 +1,6 @@
 // `fp4moe plan`: shared-memory plans of fp4moe's kernels (and, with --cutlass, of CUTLASS's sm_120 MoE
 // tactics) for a model on every architecture, before anything is compiled or launched.
+// SPDX-License-Identifier: Apache-2.0
 #include <cstdio>
 #include <optional>
 #include <sstream>

@@ -1,5 +1,6 @@
 // `fp4moe quantize-check`: quantize a built-in random bf16 tensor with the NVFP4 recipe and print the
 // round-trip error; with a GPU, also check that the GPU quantizer is bit-exact with the host codec.
+// SPDX-License-Identifier: Apache-2.0
 #include <chrono>
 #include <cmath>
 #include <cstdio>

@@ -2,6 +2,7 @@
 // kernel config on every arch, CUTLASS's sm_120 tactics with verdicts, and the layer's memory floors on
 // every named GPU; with a GPU also a bounded tuning run and the benchmark with its roofline plot. Printed,
 // and written to fp4moe-report.json (and fp4moe-roofline.png) in the current folder.
+// SPDX-License-Identifier: Apache-2.0
 #include <cstdio>
 #include <string>
 #include <vector>

@@ -1,4 +1,5 @@
 // Registration of the fp4moe CLI's subcommands (one file per subcommand under tools/).
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 
 #include <CLI/CLI.hpp>

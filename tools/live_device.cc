@@ -1,4 +1,5 @@
 // Live GPU properties for the CLI (see live_device.h).
+// SPDX-License-Identifier: Apache-2.0
 #include "live_device.h"
 
 #if FP4MOE_HAVE_CUDA

@@ -1,4 +1,5 @@
 // The GPU the tool runs on, if any (properties read from the CUDA runtime; absent without CUDA or a GPU).
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 
 #include <cstdint>

@@ -1,4 +1,5 @@
 // Host-side bfloat16 bit conversions (round to nearest even), for references, tests and tools.
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 
 #include <cstdint>

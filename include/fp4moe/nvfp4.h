@@ -1,4 +1,5 @@
 // NVFP4 host codec: E2M1 elements, UE4M3 block scales (16 along K), FP32 global scale; the recipe in docs/format.md.
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 
 #include <cstdint>

@@ -1,4 +1,5 @@
 // GPU NVFP4 quantize (bf16 -> NVFP4) and dequantize (NVFP4 -> bf16): can_implement -> workspace_size -> run.
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 
 #include <cuda_runtime_api.h>

@@ -1,4 +1,5 @@
 // NVFP4 block-scale layouts: linear [rows, K/16] and the 128x4 swizzle read by cuBLASLt/CUTLASS tensor cores.
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 
 #include <cstdint>

@@ -1,4 +1,5 @@
 // fp4moe::Status: the one error type every public host entry point returns (no exceptions cross the API).
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 
 #include <string>

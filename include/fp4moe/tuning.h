@@ -1,5 +1,6 @@
 // Tuning cache: the fastest kernel config per (GPU, model shape, tokens bucket), persisted as JSON and keyed
 // by GPU, SM count, driver, CUDA runtime and fp4moe version; the layer's heuristic is always the fallback.
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 
 #include <cstdint>

@@ -1,4 +1,5 @@
 // Host bfloat16 conversions: bf16 is the top 16 bits of an IEEE float, rounded to nearest even.
+// SPDX-License-Identifier: Apache-2.0
 #include "fp4moe/bf16.h"
 
 #include <cstring>

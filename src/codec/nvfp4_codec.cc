@@ -1,5 +1,6 @@
 // NVFP4 host codec. Written for clarity, not speed: table look-ups with explicit tie rules, so that it
 // can serve as the bit-exact reference the GPU kernels (which round with compares and PTX) are tested against.
+// SPDX-License-Identifier: Apache-2.0
 #include "fp4moe/nvfp4.h"
 
 #include <array>

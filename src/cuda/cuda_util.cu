@@ -1,4 +1,5 @@
 // Internal CUDA helpers (src/cuda/cuda_util.h).
+// SPDX-License-Identifier: Apache-2.0
 #include "src/cuda/cuda_util.h"
 
 namespace fp4moe::detail {

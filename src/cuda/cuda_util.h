@@ -1,4 +1,5 @@
 // Internal CUDA helpers: turn runtime errors into Status, pointer checks, device queries.
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 
 #include <cuda_runtime_api.h>

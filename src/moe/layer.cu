@@ -52,6 +52,14 @@ cudaError_t launch(void (*kernel)(KArgs...), int64_t grid, int block, int64_t sm
   return cudaLaunchKernelEx(&cfg, kernel, std::forward<Args>(args)...);
 }
 
+// The pointer rules of MoeForwardArgs (T > 0): set and aligned as the kernels load them.
+Status check_arg_pointers(const MoeForwardArgs& a) {
+  FP4MOE_RETURN_IF_ERROR(detail::check_device_pointer(a.hidden, 16, "hidden"));
+  FP4MOE_RETURN_IF_ERROR(detail::check_device_pointer(a.output, 16, "output"));
+  FP4MOE_RETURN_IF_ERROR(detail::check_device_pointer(a.topk_ids, 4, "topk_ids"));
+  return detail::check_device_pointer(a.topk_weights, 4, "topk_weights");
+}
+
 std::string shape_str(const MoeShape& s) {
   return "E=" + std::to_string(s.num_experts) + " H=" + std::to_string(s.hidden) + " I=" +
          std::to_string(s.intermediate) + " k=" + std::to_string(s.top_k);
@@ -218,12 +226,7 @@ Status MoeLayer::can_implement(const MoeForwardArgs& a) const {
   if (!impl_) return invalid_argument("MoeLayer is not initialised (call init first)");
   MoeRunPlan p;
   FP4MOE_RETURN_IF_ERROR(impl_->plan(a, &p, nullptr));
-  if (a.num_tokens == 0) return Status::ok();
-  FP4MOE_RETURN_IF_ERROR(detail::check_device_pointer(a.hidden, 16, "hidden"));
-  FP4MOE_RETURN_IF_ERROR(detail::check_device_pointer(a.output, 16, "output"));
-  FP4MOE_RETURN_IF_ERROR(detail::check_device_pointer(a.topk_ids, 4, "topk_ids"));
-  FP4MOE_RETURN_IF_ERROR(detail::check_device_pointer(a.topk_weights, 4, "topk_weights"));
-  return Status::ok();
+  return a.num_tokens == 0 ? Status::ok() : check_arg_pointers(a);
 }
 
 Status MoeLayer::run(const MoeForwardArgs& a, void* workspace, size_t workspace_bytes, cudaStream_t stream) const {
@@ -240,12 +243,7 @@ Status MoeLayer::Impl::run(const MoeForwardArgs& a, void* workspace, size_t work
   MoeRunPlan rp;
   int index = -1;
   FP4MOE_RETURN_IF_ERROR(plan(a, &rp, &index));
-  if (a.num_tokens > 0) {
-    FP4MOE_RETURN_IF_ERROR(detail::check_device_pointer(a.hidden, 16, "hidden"));
-    FP4MOE_RETURN_IF_ERROR(detail::check_device_pointer(a.output, 16, "output"));
-    FP4MOE_RETURN_IF_ERROR(detail::check_device_pointer(a.topk_ids, 4, "topk_ids"));
-    FP4MOE_RETURN_IF_ERROR(detail::check_device_pointer(a.topk_weights, 4, "topk_weights"));
-  }
+  if (a.num_tokens > 0) FP4MOE_RETURN_IF_ERROR(check_arg_pointers(a));
   const MoeShape& s = shape;
   const int splits = rp.down_k_splits;
   const detail::WorkspaceLayout L =

@@ -1,4 +1,5 @@
 // Host launcher for kernels/dequantize_nvfp4.cuh.
+// SPDX-License-Identifier: Apache-2.0
 #include "fp4moe/quantize.h"
 #include "fp4moe/nvfp4.h"
 #include "kernels/dequantize_nvfp4.cuh"

@@ -1,4 +1,5 @@
 // Tuning cache and tactic filtering (see include/fp4moe/tuning.h).
+// SPDX-License-Identifier: Apache-2.0
 #include "fp4moe/tuning.h"
 
 #include <unistd.h>

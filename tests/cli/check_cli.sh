@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # CLI test: every bad invocation exits non-zero with exactly one line on stderr starting "error:";
 # good ones exit 0. Usage: check_cli.sh PATH/TO/fp4moe
+# SPDX-License-Identifier: Apache-2.0
 set -u
 tool=$1
 fail=0

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # `fp4moe plan` for each line of FIXTURES/cases.txt equals FIXTURES/N.txt (line N): a change of the layout
 # functions, the catalogue or the arch table shows up here. Usage: check_plan_snapshot.sh FP4MOE FIXTURES [--update]
+# SPDX-License-Identifier: Apache-2.0
 set -u
 tool=$1 dir=$2 update=${3:-}
 fail=0 n=0

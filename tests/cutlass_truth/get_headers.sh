@@ -9,6 +9,7 @@
 # env: FLASHINFER_VERSION  which pinned wheel: 0.7.4 (default, CUTLASS 4.5.0) or 0.6.3 (CUTLASS 4.2.1).
 #        One DEST_DIR holds one version at a time; use one directory per version.
 #      KEEP_WHEEL=1 keeps the downloaded .whl in DEST_DIR.
+# SPDX-License-Identifier: Apache-2.0
 set -euo pipefail
 
 VERSION="${FLASHINFER_VERSION:-0.7.4}"

@@ -11,6 +11,7 @@
 // with the builder's own capacity and stage count, and the stage count the builder's stage-count
 // function returns for several epilogue carve-outs (stages_at_<carveout>=N), so that the fp4moe
 // model (src/cutlass_model.cc) can be compared against every term, not just one data point.
+// SPDX-License-Identifier: Apache-2.0
 
 #if !defined(__CUDA_ARCH__)
 

@@ -38,6 +38,7 @@
 // tests/cutlass_truth/run_truth.sh builds and runs it (and probe_builders.cu).
 //
 // Define PROBE_ONLY_PUBLISHED to build just the two published tiles (faster).
+// SPDX-License-Identifier: Apache-2.0
 
 // Everything is host-side: the device passes (one per -arch target) would otherwise re-parse
 // all of CUTLASS for nothing, so they see an empty TU. The host-side sizeof() is the value the

@@ -11,6 +11,7 @@
 # Fails (non-zero, OUTFILE not written) if a download, build or probe fails, a probe's own checks
 # fail, or a probe reports another CUTLASS version than its wheel pins. Probe binaries are cached
 # by a hash of source, flags and nvcc version, so a second run only re-runs them.
+# SPDX-License-Identifier: Apache-2.0
 set -euo pipefail
 
 OUT="${1:?usage: run_truth.sh OUTFILE}"

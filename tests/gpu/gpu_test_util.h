@@ -1,4 +1,5 @@
 // Helpers for GPU tests: skip without a device, checked CUDA calls, RAII device buffers.
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 
 #include <cuda_runtime_api.h>

@@ -1,5 +1,6 @@
 // Shared GPU-test machinery for the MoE layer: a problem (weights, routing, layer, buffers) and the
 // element-wise check of routing tables, SwiGLU output and layer output against the fp64 CPU reference.
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 
 #include <gtest/gtest.h>

@@ -1,5 +1,6 @@
 // Random MoE test problems: weights generated on the GPU from a counter-based hash (the host reference
 // regenerates the rows it needs), activations, routing (uniform, skewed, one expert, with bad ids).
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 
 #include <cstdint>

@@ -1,6 +1,7 @@
 // GPU tests of the NVFP4 MoE layer against the fp64 CPU reference: routing tables exactly, the SwiGLU
 // output and the layer output element-wise within tolerances derived from K and bf16; every element
 // written; determinism; CUDA-graph capture; all shipped block_m configs.
+// SPDX-License-Identifier: Apache-2.0
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -212,10 +213,12 @@ TEST(MoeGpu, FusedSmallRoutingMatchesTheRoutingKernel) {
 }
 
 // sm_90's 16-, 32- and 64-token tiles both ways: the warp-specialized kernels (the default) and the
-// 2-blocks-per-SM ones (MoeLayerOptions::warp_specialized off), against the reference: several items per block,
+// multistage ones (MoeLayerOptions::warp_specialized off), against the reference: several items per block,
 // both finalize modes, a split down K, skewed and one-expert routing, both gate/up orders; then a bit-identical
-// rerun. A call of at most 32 pairs keeps the classic 16-token kernels, which route the pairs themselves.
-TEST(MoeGpu, WarpSpecializedAndClassicTilesMatchTheReference) {
+// rerun. A call of at most 32 pairs keeps the multistage 16-token kernels, which route the pairs themselves.
+// With warp_specialized off, sm_90's multistage 32- and 64-token tiles run (they multiply with wgmma): the plan
+// says so, so this is the test that reaches that path.
+TEST(MoeGpu, WarpSpecializedAndMultistageTilesMatchTheReference) {
   FP4MOE_SKIP_WITHOUT_GPU();
   int cc_major = 0;
   ASSERT_EQ(cudaDeviceGetAttribute(&cc_major, cudaDevAttrComputeCapabilityMajor, 0), cudaSuccess);
@@ -241,7 +244,9 @@ TEST(MoeGpu, WarpSpecializedAndClassicTilesMatchTheReference) {
       Problem p;
       run_case(c, &p);
       if (HasFatalFailure()) return;
-      EXPECT_EQ((plan_of(p.layer, c.T).family == KernelFamily::kWarpSpecialized), ws) << p.layer.describe(c.T);
+      const MoeRunPlan rp = plan_of(p.layer, c.T);
+      EXPECT_EQ(rp.family == KernelFamily::kWarpSpecialized, ws) << rp.to_string();
+      EXPECT_EQ(rp.wgmma, ws || rp.block_m >= 32) << rp.to_string();
       EXPECT_FALSE((plan_of(p.layer, c.T, 8).family == KernelFamily::kWarpSpecialized)) << "the 8-token tile has no such kernels";
       EXPECT_EQ((plan_of(p.layer, c.T, 16).family == KernelFamily::kWarpSpecialized), ws) << "(every case has more than 32 pairs)";
       EXPECT_FALSE((plan_of(p.layer, 1, 16).family == KernelFamily::kWarpSpecialized)) << "at most 32 pairs: the multistage kernels route them";

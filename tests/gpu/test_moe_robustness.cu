@@ -1,5 +1,6 @@
 // Robustness of the MoE layer: every bad argument gets a clear Status and writes nothing; bad routing is
 // skipped and reported; a fuzz over random shapes and routings against the fp64 reference; numeric edges.
+// SPDX-License-Identifier: Apache-2.0
 #include <gtest/gtest.h>
 
 #include <chrono>

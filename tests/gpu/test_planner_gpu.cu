@@ -1,5 +1,6 @@
 // GPU test: the compiled kernels' shared memory as the runtime reports it equals the planner's figure; and (no GPU
 // needed) the compiled kernel sets are the catalogue's configs, which the planner lists as shipped.
+// SPDX-License-Identifier: Apache-2.0
 #include <gtest/gtest.h>
 
 #include "fp4moe/planner.h"

@@ -1,4 +1,5 @@
 // GPU tests: the NVFP4 quantize/dequantize kernels against the host codec, bit for bit.
+// SPDX-License-Identifier: Apache-2.0
 #include <gtest/gtest.h>
 
 #include <cmath>

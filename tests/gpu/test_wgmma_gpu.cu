@@ -1,6 +1,7 @@
 // GPU test of the wgmma building blocks the sm_90 GEMM kernels rely on: the A-fragment register layout
 // (mma.m16n8k16's, per warp), the D layout, the 128-byte-swizzled K-major activation slices and the
 // descriptor start offsets of each k16 step. Exact small-integer inputs: D must equal the CPU sum bit for bit.
+// SPDX-License-Identifier: Apache-2.0
 #include <gtest/gtest.h>
 
 #include <cstdint>

@@ -3,6 +3,7 @@
 # this script against it with find_package(fp4moe): nothing of the source or build tree on their include paths.
 # Usage: check_install.sh CMAKE BUILD_DIR THIS_DIR host|cuda NVCC CXX [FLAGS] (FLAGS: the sanitizers the library
 # was built with, for the consumers' compile and link)
+# SPDX-License-Identifier: Apache-2.0
 set -euo pipefail
 cmake=$1 build=$2 here=$3 kind=$4 nvcc=${5:-} cxx=${6:-c++} flags=${7:-}
 tmp=$(mktemp -d)

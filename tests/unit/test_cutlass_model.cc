@@ -1,5 +1,6 @@
 // Unit tests of the CUTLASS shared-memory model (tools/cutlass_model/cutlass_model.h): formulas, monotonicity, the
 // published sm_120 failure (NVIDIA/cutlass#3144), the tactic lists and bad input.
+// SPDX-License-Identifier: Apache-2.0
 #include <gtest/gtest.h>
 
 #include <set>

@@ -1,5 +1,6 @@
 // Checks fp4moe's CUTLASS model against the real CUTLASS templates: every TRUTH line that
 // tests/cutlass_truth/run_truth.sh wrote to $FP4MOE_CUTLASS_TRUTH_FILE must match the model exactly.
+// SPDX-License-Identifier: Apache-2.0
 #include <gtest/gtest.h>
 
 #include <cerrno>

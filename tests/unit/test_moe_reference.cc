@@ -1,4 +1,5 @@
 // Unit tests of the CPU MoE reference itself, against an independent path through the NVFP4 codec.
+// SPDX-License-Identifier: Apache-2.0
 #include <gtest/gtest.h>
 
 #include <cmath>

@@ -1,4 +1,5 @@
 // Unit tests of the NVFP4 host codec: scalar codes, rounding ties, scale layouts, edge cases, random round trips.
+// SPDX-License-Identifier: Apache-2.0
 #include <gtest/gtest.h>
 
 #include <cuda_fp8.h>  // NVIDIA's host implementation of E4M3 conversion, an independent oracle

@@ -1,4 +1,5 @@
 // Unit tests of the planner: tables, fp4moe kernel plans (formulas, monotonicity, shipped configs fit).
+// SPDX-License-Identifier: Apache-2.0
 #include <gtest/gtest.h>
 
 #include "kernels/moe_gemm_catalogue.h"

@@ -1,4 +1,5 @@
 // Unit tests of fp4moe::Status.
+// SPDX-License-Identifier: Apache-2.0
 #include <gtest/gtest.h>
 
 #include "fp4moe/status.h"

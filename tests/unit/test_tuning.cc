@@ -1,5 +1,6 @@
 // Unit tests of the tuning cache: round trip, corrupt / truncated / foreign files, concurrent writers,
 // default location, and tactic filtering by the planner.
+// SPDX-License-Identifier: Apache-2.0
 #include <gtest/gtest.h>
 #include <unistd.h>
 

@@ -2,6 +2,7 @@
 // the kernel's shift/rotate/mask extraction (restated here) yields value * 2^-126 as bf16 for every code in
 // every position, and the UE5M3 scale re-encoding gives bf16(scale * 2^117) exactly, so the product the
 // kernel forms is e2m1 * scale * 2^-9 without rounding.
+// SPDX-License-Identifier: Apache-2.0
 #include <gtest/gtest.h>
 
 #include <cmath>

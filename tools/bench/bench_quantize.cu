@@ -1,4 +1,5 @@
 // Benchmark of the NVFP4 activation quantizer against a device-to-device copy of the same bytes (same run).
+// SPDX-License-Identifier: Apache-2.0
 #include <cstdio>
 #include <cstdlib>
 #include <vector>

@@ -1,4 +1,5 @@
 // Benchmark helpers (see bench_util.h).
+// SPDX-License-Identifier: Apache-2.0
 #include <algorithm>
 #include <cstdint>
 
@@ -106,8 +107,8 @@ double read_bandwidth_gbs(size_t bytes, int iters) {
   BENCH_CUDA(cudaGetDevice(&dev));
   BENCH_CUDA(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
   const int64_t n = static_cast<int64_t>(bytes / 16);
-  // The best of three medians: one H200 run measured 3964 GB/s where the runs around it measured 4435-4645
-  // (docs/perf/moe-decode.md); a low probe would overstate every % of bandwidth printed beside it.
+  // The best of three medians: a single median can come out low (docs/perf/history.md has one), and a low probe
+  // would overstate every % of bandwidth printed beside it.
   double best_us = 0;
   for (int trial = 0; trial < 3; ++trial) {
     const Timing t = time_events(

@@ -1,4 +1,5 @@
 // Benchmark helpers: device header, CUDA-event timing (warm-up, median), copy and read bandwidth probes.
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 
 #include <cuda_runtime_api.h>

@@ -1,4 +1,5 @@
 // cuBLAS loaded at run time (see cublas_loader.h).
+// SPDX-License-Identifier: Apache-2.0
 #include "bench/cublas_loader.h"
 
 #include <dlfcn.h>

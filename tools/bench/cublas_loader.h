@@ -1,4 +1,5 @@
 // cuBLAS loaded at run time (dlopen), so fp4moe's tools run without it and the baseline is skipped then.
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 
 #include <cublas_v2.h>

@@ -1,4 +1,5 @@
 // The MoE layer benchmark harness (see moe_bench.h).
+// SPDX-License-Identifier: Apache-2.0
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -133,7 +134,7 @@ Status run_moe_bench(const MoeBenchOptions& o, MoeBenchDevice* dev, std::vector<
       // The other MoeLayerOptions::warp_specialized setting: a copy of the weights only where this GPU has both
       // kernel families (with the option on, the layer takes the warp-specialized 16/32/64-token tiles where built).
       other_ws.warp_specialized = !base.warp_specialized;
-      // (A call of kMaxFusedRoutingPairs + 1 pairs: one the classic kernels do not route themselves.)
+      // (A call of kMaxFusedRoutingPairs + 1 pairs: one the multistage kernels do not route themselves.)
       const int64_t probe_tokens = kMaxFusedRoutingPairs / o.shape.top_k + 1;
       bool have_ws = false;
       for (int bm : shipped_block_ms()) have_ws = have_ws || plan_of(layer, probe_tokens, bm).family == KernelFamily::kWarpSpecialized;
@@ -355,7 +356,7 @@ void print_moe_bench(const MoeBenchOptions& o, const MoeBenchDevice& dev, const 
                    rel(r.layer_plain_us), r.layer_atomic_us, rel(r.layer_atomic_us));
       if (r.layer_other_ws_us > 0)
         std::fprintf(f, ", %s %.1f us (%+.1f%%)",
-                     o.warp_specialized ? "2-blocks-per-SM kernels (not warp-specialized)" : "warp-specialized kernels",
+                     o.warp_specialized ? "multistage kernels (not warp-specialized)" : "warp-specialized kernels",
                      r.layer_other_ws_us, rel(r.layer_other_ws_us));
       if (r.layer_unfused_us > 0)
         std::fprintf(f, ", with the routing kernel (not fused) %.1f us (%+.1f%%)", r.layer_unfused_us, rel(r.layer_unfused_us));

@@ -1,5 +1,6 @@
 // The MoE layer benchmark harness shared by fp4moe_bench_moe, `fp4moe bench` and `fp4moe tune`: random
 // NVFP4 weights, rotated routing sets, per-block_m sweeps, and the same-run baselines.
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 
 #include <cstdint>

@@ -1,5 +1,6 @@
 // CUTLASS shared-memory model: builder stage counts (sm_90, sm_100, sm_120) and the sm_120 NVFP4 MoE
 // kernel's SharedStorage, restated from the headers of the pinned FlashInfer wheels (see tools/cutlass_model/cutlass_model.h).
+// SPDX-License-Identifier: Apache-2.0
 #include "cutlass_model.h"
 
 #include <utility>

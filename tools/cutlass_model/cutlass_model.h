@@ -5,6 +5,7 @@
 // Everything here is plain integer arithmetic restated from the CUTLASS / TensorRT-LLM headers of the
 // pinned FlashInfer wheels; tests/cutlass_truth/ compiles the real templates host-only and
 // tests/unit/test_cutlass_truth.cc checks this model against every number they print.
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 
 #include <cstdint>

@@ -1,5 +1,6 @@
 // Counter-based random numbers (splitmix64 of seed ^ index) identical on host and device, so large test
 // weights can be generated on the GPU and the host reference can regenerate just the rows it needs.
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 
 #include <cstdint>

@@ -1,4 +1,5 @@
 // Test-data helpers: seeded random matrices (the seed is printed by each test so a failure can be replayed).
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 
 #include <cstdint>

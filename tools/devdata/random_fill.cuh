@@ -1,4 +1,5 @@
 // GPU fill of random NVFP4 weight bytes / block scales from the counter-based hash (tests and benchmarks).
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 
 #include <cstdint>

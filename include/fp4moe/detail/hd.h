@@ -1,4 +1,5 @@
 // FP4MOE_HD: marks small constexpr helpers shared by host code and device kernels.
+// SPDX-License-Identifier: Apache-2.0
 #pragma once
 #if defined(__CUDACC__)
 #define FP4MOE_HD __host__ __device__

@@ -1,5 +1,6 @@
 // Validates a GLM-5 layer shape with MoeLayer::can_implement through the installed fp4moe (no GPU needed) and
 // rejects a bad one with a Status.
+// SPDX-License-Identifier: Apache-2.0
 #include <cstdio>
 
 #include "fp4moe/moe.h"

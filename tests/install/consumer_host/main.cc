@@ -1,4 +1,5 @@
 // Plans GLM-5's kernels on sm_120 through the installed fp4moe and prints the first plan's verdict.
+// SPDX-License-Identifier: Apache-2.0
 #include <cstdio>
 #include <vector>
 
