@@ -11,9 +11,11 @@
 
 #include <nlohmann/json.hpp>
 
+#include "fp4moe/file_io.h"
 #include "fp4moe/planner.h"
 #include "fp4moe/tuning.h"
 #include "fp4moe/version.h"
+#include "cli_args.h"
 #include "commands.h"
 #include "live_device.h"
 #include "roofline_plot.h"
@@ -57,27 +59,35 @@ void show_progress(size_t i, size_t n, int64_t tokens) {
 }
 #endif
 
-// Resolves the model and checks for a GPU; prints the one-line error itself.
-bool prepare(const std::string& model, const ModelPreset** m) {
+// Resolves the model, checks that every output path can be written (before anything is timed) and that there is
+// a GPU; prints the one-line error itself and returns the exit code, or kExitOk to go on.
+int prepare(const std::string& model, const ModelPreset** m, const std::vector<std::pair<std::string, bool>>& outputs) {
   if (const Status s = find_model(model, m); !s.is_ok()) {
     std::fprintf(stderr, "error: %s\n", s.message().c_str());
-    return false;
+    return kExitUsage;
+  }
+  for (const auto& [path, create_folders] : outputs) {
+    if (path.empty()) continue;
+    if (const Status s = check_output_path(path, create_folders); !s.is_ok()) {
+      std::fprintf(stderr, "error: %s\n", s.message().c_str());
+      return kExitUsage;
+    }
   }
 #if !FP4MOE_HAVE_CUDA
   std::fprintf(stderr, "error: this fp4moe was built without CUDA (FP4MOE_CUDA=OFF): nothing to time\n");
-  return false;
+  return kExitFailed;
 #else
   if (!query_live_device().present) {
     std::fprintf(stderr, "error: no CUDA device: timing needs a GPU (fp4moe plan and fp4moe report work without one)\n");
-    return false;
+    return kExitFailed;
   }
-  return true;
+  return kExitOk;
 #endif
 }
 
 int run_bench(const BenchOpts& o) {
   const ModelPreset* m = nullptr;
-  if (!prepare(o.model, &m)) return 2;
+  if (const int rc = prepare(o.model, &m, {{o.json, false}, {o.csv, false}, {o.plot, false}}); rc != kExitOk) return rc;
 #if FP4MOE_HAVE_CUDA
   bench::MoeBenchOptions b;
   b.shape = m->shape;
@@ -93,48 +103,49 @@ int run_bench(const BenchOpts& o) {
   std::vector<bench::MoeBenchRow> rows;
   if (const Status s = bench::run_moe_bench(b, &dev, &rows); !s.is_ok()) {
     std::fprintf(stderr, "error: %s\n", s.to_string().c_str());
-    return 1;
+    return kExitFailed;
   }
   bench::print_moe_bench(b, dev, rows, stdout);
   if (!o.json.empty() || o.json_text) {
     const std::string json = bench::moe_bench_json(b, dev, rows);
-    if (!o.json.empty() && !write_text_file(o.json, json)) return 1;
+    if (!o.json.empty() && !write_text_file(o.json, json)) return kExitFailed;
     if (o.json_text) *o.json_text = json;
   }
-  if (!o.csv.empty() && !write_text_file(o.csv, bench::moe_bench_csv(dev, rows))) return 1;
+  if (!o.csv.empty() && !write_text_file(o.csv, bench::moe_bench_csv(dev, rows))) return kExitFailed;
   if (!o.plot.empty()) {
     std::fflush(stdout);  // the table first, then the script's own line
     if (const Status st = draw_roofline(bench::moe_bench_json(b, dev, rows), o.plot); !st.is_ok()) {
       std::fprintf(stderr, "error: the roofline plot failed: %s\n", st.message().c_str());
-      return 1;
+      return kExitFailed;
     }
   }
-  return 0;
+  return kExitOk;
 #else
-  return 2;
+  return kExitFailed;
 #endif
 }
 
 int run_tune(const TuneOpts& o) {
   const ModelPreset* m = nullptr;
-  if (!prepare(o.model, &m)) return 2;
+  if (const int rc = prepare(o.model, &m, {{o.cache.empty() ? default_tuning_cache_path() : o.cache, true}}); rc != kExitOk)
+    return rc;
 #if FP4MOE_HAVE_CUDA
   const LiveDevice live = query_live_device();
   const ArchInfo* arch = nullptr;
   if (const Status s = find_arch(std::to_string(live.cc), &arch); !s.is_ok()) {
     std::fprintf(stderr, "error: %s\n", s.message().c_str());
-    return 2;
+    return kExitFailed;
   }
   std::vector<int> ok;
   std::vector<std::string> rejected;
   if (const Status s = tuning_candidates(m->shape, *arch, &ok, &rejected); !s.is_ok()) {
     std::fprintf(stderr, "error: %s\n", s.message().c_str());
-    return 2;
+    return kExitFailed;
   }
   for (const auto& r : rejected) std::printf("not tried: %s\n", r.c_str());
   if (ok.empty()) {
     std::fprintf(stderr, "error: no kernel config the planner accepts for %s on %s\n", m->name, arch->name);
-    return 2;
+    return kExitFailed;
   }
   bench::MoeBenchOptions b;
   b.shape = m->shape;
@@ -155,7 +166,7 @@ int run_tune(const TuneOpts& o) {
   std::vector<bench::MoeBenchRow> rows;
   if (const Status s = bench::run_moe_bench(b, &dev, &rows); !s.is_ok()) {
     std::fprintf(stderr, "error: %s\n", s.to_string().c_str());
-    return 1;
+    return kExitFailed;
   }
   const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   TuningEnvironment env{dev.info.name, dev.info.sms, dev.info.driver, dev.info.runtime, FP4MOE_VERSION_STRING};
@@ -164,7 +175,7 @@ int run_tune(const TuneOpts& o) {
   std::string note;
   if (const Status s = TuningCache::load(path, env, &cache, &note); !s.is_ok()) {
     std::fprintf(stderr, "error: %s\n", s.message().c_str());
-    return 1;
+    return kExitFailed;
   }
   if (!note.empty()) std::printf("%s\n", note.c_str());
   std::printf("\n%s on %s: %zu tokens buckets, %.1f s\n%8s %14s %12s %10s %8s %12s %8s\n", m->name, dev.info.name.c_str(),
@@ -187,13 +198,13 @@ int run_tune(const TuneOpts& o) {
                 o.budget_s, rows.size(), b.tokens.size());
   if (const Status s = cache.save(path); !s.is_ok()) {
     std::fprintf(stderr, "error: %s\n", s.message().c_str());
-    return 1;
+    return kExitFailed;
   }
   std::printf("wrote %s (%zu entries)\n", path.c_str(), cache.size());
   if (o.json_text) *o.json_text = jt.dump();
-  return 0;
+  return kExitOk;
 #else
-  return 2;
+  return kExitFailed;
 #endif
 }
 
@@ -221,7 +232,7 @@ void add_bench_and_tune(CLI::App& app, int* rc) {
   bench->add_option("--model", b->model, "model preset")->capture_default_str();
   bench->add_option("--tokens", b->tokens, "tokens per step, e.g. --tokens 1 8 64")->check(CLI::Range(int64_t{1}, int64_t{1} << 20));
   bench->add_option("--routing", b->routing, "uniform or zipf")->check(CLI::IsMember({"uniform", "zipf"}))->capture_default_str();
-  bench->add_option("--zipf-s", b->zipf_s, "Zipf exponent")->check(CLI::Range(0.0, 10.0))->capture_default_str();
+  bench->add_option("--zipf-s", b->zipf_s, "Zipf exponent")->check(FiniteRange(0.0, 10.0))->capture_default_str();
   bench->add_option("--block-m", b->block_m, "time only this block_m (default: every built-in one)")->check(CLI::IsMember(shipped_block_ms()));
   bench->add_flag("--no-warp-specialized", b->no_warp_specialized,
                   "sm_90: time the multistage kernels for block_m 16, 32 and 64 instead of the warp-specialized ones");
@@ -241,7 +252,7 @@ void add_bench_and_tune(CLI::App& app, int* rc) {
       ->check(CLI::Range(int64_t{1}, int64_t{1} << 16))->capture_default_str();
   tune->add_option("--cache", t->cache, "cache file (default: $FP4MOE_CACHE_DIR, $XDG_CACHE_HOME/fp4moe or ~/.cache/fp4moe)");
   tune->add_option("--budget-s", t->budget_s, "time budget per shape: buckets not reached keep the heuristic")
-      ->check(CLI::Range(1.0, 3600.0))->capture_default_str();
+      ->check(FiniteRange(1.0, 3600.0))->capture_default_str();
   tune->callback([t, rc]() { *rc = run_tune(*t); });
 }
 

@@ -11,6 +11,7 @@
 
 #include "cutlass_model.h"
 #include "fp4moe/planner.h"
+#include "cli_args.h"
 #include "commands.h"
 #include "live_device.h"
 
@@ -24,12 +25,25 @@ struct Opts {
   bool json = false;
   bool floors = false;
   int64_t tokens = 512;
+  // Which options the command line gave (options that do not go together are refused, never ignored).
+  bool gave_arch = false, gave_gpu = false, gave_tile = false, gave_stages = false, gave_epilogue = false,
+       gave_tokens = false;
 };
 
 // Memory floors of the model's MoE layer on every named GPU: active experts' bytes / datasheet bandwidth.
 int run_floors(const Opts& o, const ModelPreset& m) {
   const double active = expected_active_experts(m.shape, o.tokens);
   const double bytes = moe_weight_bytes(m.shape, active);
+  if (o.json) {
+    nlohmann::json rows = nlohmann::json::array();
+    for (const auto& g : gpu_table())
+      rows.push_back({{"gpu", g.name}, {"cc", g.cc}, {"bw_gbs", g.mem_bw_gbs}, {"floor_us", bytes / (g.mem_bw_gbs * 1e3)},
+                      {"all_layers_ms", bytes / (g.mem_bw_gbs * 1e3) * m.moe_layers / 1e3}});
+    const nlohmann::json js = {{"model", m.key}, {"tokens", o.tokens}, {"active_experts", active},
+                               {"weight_bytes", bytes}, {"moe_layers", m.moe_layers}, {"floors", rows}};
+    std::printf("%s\n", js.dump(2).c_str());
+    return kExitOk;
+  }
   std::printf("%s, T=%lld tokens: %.1f experts active (uniform routing), %.2f GB of NVFP4 weights per layer\n", m.name,
               static_cast<long long>(o.tokens), active, bytes / 1e9);
   std::printf("  %-24s %8s %10s %12s %14s\n", "GPU", "arch", "BW GB/s", "floor us", "x layers (ms)");
@@ -37,25 +51,7 @@ int run_floors(const Opts& o, const ModelPreset& m) {
     std::printf("  %-24s %8d %10.0f %12.1f %14.2f\n", g.name, g.cc, g.mem_bw_gbs, bytes / (g.mem_bw_gbs * 1e3),
                 bytes / (g.mem_bw_gbs * 1e3) * m.moe_layers / 1e3);
   std::printf("  (datasheet bandwidth; a measured read bandwidth is lower, e.g. about 4.6 TB/s on the H200 here)\n");
-  return 0;
-}
-
-Status parse_tile(const std::string& s, std::vector<int>* t) {
-  t->clear();
-  std::stringstream ss(s);
-  std::string part;
-  while (std::getline(ss, part, 'x')) {
-    try {
-      size_t used = 0;
-      const int v = std::stoi(part, &used);
-      if (used != part.size() || v <= 0) throw std::invalid_argument(part);
-      t->push_back(v);
-    } catch (const std::exception&) {
-      return invalid_argument("--tile '" + s + "': expected MxNxK with positive integers, e.g. 16x128x256");
-    }
-  }
-  if (t->size() != 3) return invalid_argument("--tile '" + s + "': expected MxNxK, e.g. 16x128x256");
-  return Status::ok();
+  return kExitOk;
 }
 
 nlohmann::json plan_json(const KernelPlan& p) {
@@ -79,7 +75,7 @@ int run_ours(const Opts& o, const ModelPreset& m, const std::vector<const ArchIn
     const Status s = parse_tile(o.tile, &t);
     if (!s.is_ok()) {
       std::fprintf(stderr, "error: %s\n", s.message().c_str());
-      return 2;
+      return kExitUsage;
     }
     tile = t;
   }
@@ -96,7 +92,7 @@ int run_ours(const Opts& o, const ModelPreset& m, const std::vector<const ArchIn
     const Status s = plan_kernels(sh, *a, tile, stages, &plans);
     if (!s.is_ok()) {
       std::fprintf(stderr, "error: %s\n", s.message().c_str());
-      return 2;
+      return kExitUsage;
     }
     if (o.json) {
       nlohmann::json arr = nlohmann::json::array();
@@ -184,12 +180,43 @@ int run_cutlass(const Opts& o, nlohmann::json* js) {
   return 0;
 }
 
+// Options that do not go together: an error naming them, or empty.
+std::string conflicts(const Opts& o) {
+  if (o.floors) {
+    if (o.gave_arch || o.gave_gpu || o.gave_tile || o.gave_stages || o.cutlass || o.gave_epilogue)
+      return "--floors prints the memory floor on every named GPU: it takes --model, --tokens and --json only";
+    return "";
+  }
+  if (o.gave_tokens) return "--tokens is for --floors";
+  if (o.gave_epilogue && !o.cutlass) return "--epilogue selects CUTLASS tactics: it needs --cutlass";
+  if (o.gave_arch && o.gave_gpu) return "--arch and --gpu both choose the arch: give one";
+  return "";
+}
+
 int run(const Opts& o) {
+  if (const std::string c = conflicts(o); !c.empty()) {
+    std::fprintf(stderr, "error: %s\n", c.c_str());
+    return kExitUsage;
+  }
+  if (o.cutlass) {  // the version before anything is printed
+    CutlassVersion v;
+    if (const Status s = parse_cutlass_version(*o.cutlass, &v); !s.is_ok()) {
+      std::fprintf(stderr, "error: %s\n", s.message().c_str());
+      return kExitUsage;
+    }
+  }
+  if (!o.tile.empty()) {
+    std::vector<int> t;
+    if (const Status s = parse_tile(o.tile, &t); !s.is_ok()) {
+      std::fprintf(stderr, "error: %s\n", s.message().c_str());
+      return kExitUsage;
+    }
+  }
   const ModelPreset* m = nullptr;
   Status s = find_model(o.model, &m);
   if (!s.is_ok()) {
     std::fprintf(stderr, "error: %s\n", s.message().c_str());
-    return 2;
+    return kExitUsage;
   }
   std::vector<const ArchInfo*> archs;
   if (!o.gpu.empty()) {
@@ -199,7 +226,7 @@ int run(const Opts& o) {
     if (s.is_ok()) s = find_arch(std::to_string(g->cc), &a);
     if (!s.is_ok()) {
       std::fprintf(stderr, "error: %s\n", s.message().c_str());
-      return 2;
+      return kExitUsage;
     }
     archs.push_back(a);
   } else if (o.arch == "all") {
@@ -209,7 +236,7 @@ int run(const Opts& o) {
     s = find_arch(o.arch, &a);
     if (!s.is_ok()) {
       std::fprintf(stderr, "error: %s\n", s.message().c_str());
-      return 2;
+      return kExitUsage;
     }
     archs.push_back(a);
   }
@@ -250,7 +277,15 @@ void add_plan(CLI::App& app, int* rc) {
   sub->add_flag("--json", o->json, "machine-readable output");
   sub->add_flag("--floors", o->floors, "print the model layer's memory floor on every named GPU instead");
   sub->add_option("--tokens", o->tokens, "tokens per step for --floors")->capture_default_str()->check(CLI::Range(int64_t{1}, int64_t{1} << 20));
-  sub->callback([o, rc]() { *rc = run(*o); });
+  sub->callback([o, rc, sub]() {
+    o->gave_arch = sub->count("--arch") > 0;
+    o->gave_gpu = sub->count("--gpu") > 0;
+    o->gave_tile = sub->count("--tile") > 0;
+    o->gave_stages = sub->count("--stages") > 0;
+    o->gave_epilogue = sub->count("--epilogue") > 0;
+    o->gave_tokens = sub->count("--tokens") > 0;
+    *rc = run(*o);
+  });
 }
 
 }  // namespace fp4moe::cli

@@ -11,6 +11,7 @@
 #include "fp4moe/nvfp4.h"
 #include "nvfp4_reference.h"
 #include "random_data.h"
+#include "cli_args.h"
 #include "commands.h"
 #if FP4MOE_HAVE_CUDA
 #include <cuda_runtime_api.h>
@@ -85,10 +86,19 @@ int gpu_check(const std::vector<uint16_t>& bits, const Opts& o, ScaleLayout layo
 }
 #endif
 
+// The built-in tensor lives in host memory several times over (bf16, fp32, the codec's output, the GPU's copy):
+// at most 2^26 elements (about 1.2 GB in all).
+constexpr int64_t kMaxElements = int64_t{1} << 26;
+
 int run(const Opts& o) {
   if (o.k <= 0 || o.k % 16 != 0 || o.rows <= 0) {
     std::fprintf(stderr, "error: --rows must be > 0 and --k a positive multiple of 16\n");
-    return 2;
+    return kExitUsage;
+  }
+  if (o.rows > kMaxElements / o.k) {
+    std::fprintf(stderr, "error: --rows x --k is at most 2^26 = %lld elements for the built-in check, got %lld x %lld\n",
+                 static_cast<long long>(kMaxElements), static_cast<long long>(o.rows), static_cast<long long>(o.k));
+    return kExitUsage;
   }
   const auto bits = devdata::random_bf16_matrix(o.rows, o.k, o.seed, o.row_exp);
   std::vector<float> x(bits.size());

@@ -14,6 +14,7 @@
 #include "fp4moe/planner.h"
 #include "fp4moe/tuning.h"
 #include "fp4moe/version.h"
+#include "cli_args.h"
 #include "commands.h"
 #include "live_device.h"
 
@@ -32,7 +33,19 @@ int run(const Opts& o) {
   const ModelPreset* m = nullptr;
   if (const Status s = find_model(o.model, &m); !s.is_ok()) {
     std::fprintf(stderr, "error: %s\n", s.message().c_str());
-    return 2;
+    return kExitUsage;
+  }
+  // Every file the report writes can be written, before anything runs (the tuning step rewrites the default
+  // tuning cache; a bad --out found after it would leave that done and the report unwritten).
+  const LiveDevice live = query_live_device();
+  const bool timing = live.present && o.timing;
+  for (const auto& [path, folders] : std::vector<std::pair<std::string, bool>>{
+           {o.out, false}, {timing ? o.plot : std::string(), false}, {timing ? default_tuning_cache_path() : std::string(), true}}) {
+    if (path.empty()) continue;
+    if (const Status s = check_output_path(path, folders); !s.is_ok()) {
+      std::fprintf(stderr, "error: %s\n", s.message().c_str());
+      return kExitUsage;
+    }
   }
   nlohmann::json js;
   int rc_timing = 0;  // a failed tuning or benchmark step: the report is still written, then this is returned
@@ -49,7 +62,7 @@ int run(const Opts& o) {
     std::vector<KernelPlan> plans;
     if (const Status s = plan_kernels(m->shape, a, std::nullopt, std::nullopt, &plans); !s.is_ok()) {
       std::fprintf(stderr, "error: %s\n", s.message().c_str());
-      return 2;
+      return kExitUsage;
     }
     int fit = 0;
     const KernelPlan* largest = nullptr;
@@ -72,7 +85,7 @@ int run(const Opts& o) {
   std::vector<CutlassSm120MoePlan> cut;
   if (const Status s = cutlass_sm120_moe_plans(kLatestCutlassVersion, MoeOutputType::kBf16, &cut); !s.is_ok()) {
     std::fprintf(stderr, "error: %s\n", s.message().c_str());
-    return 2;
+    return kExitFailed;
   }
   int cut_fit = 0;
   nlohmann::json fails = nlohmann::json::array();
@@ -105,8 +118,7 @@ int run(const Opts& o) {
     js["floors_ms_per_step"][g.name] = row;
     std::printf("\n");
   }
-  const LiveDevice live = query_live_device();
-  if (!live.present || !o.timing) {
+  if (!timing) {
     const std::string timing = !o.timing ? "timing skipped (--no-timing)"
                                          : "no GPU here: timing (tuning and the benchmark) needs one";
     js["timing"] = timing;
@@ -132,7 +144,7 @@ int run(const Opts& o) {
     if (bench_rc == 0) std::printf("wrote %s\n", o.plot.c_str());
     if (tune_rc != 0 || bench_rc != 0) rc_timing = tune_rc != 0 ? tune_rc : bench_rc;
   }
-  if (!write_text_file(o.out, js.dump(2) + "\n")) return 1;
+  if (!write_text_file(o.out, js.dump(2) + "\n")) return kExitFailed;
   std::printf("wrote %s\n", o.out.c_str());
   return rc_timing;
 }
@@ -154,7 +166,7 @@ void add_report(CLI::App& app, int* rc) {
   sub->add_option("--out", o->out, "JSON file to write")->capture_default_str();
   sub->add_option("--plot", o->plot, "roofline PNG to draw (with a GPU)")->capture_default_str();
   sub->add_option("--tune-budget-s", o->tune_budget_s, "tuning time budget (with a GPU)")
-      ->check(CLI::Range(1.0, 3600.0))->capture_default_str();
+      ->check(FiniteRange(1.0, 3600.0))->capture_default_str();
   sub->add_flag("!--no-timing", o->timing, "plans and floors only, even with a GPU");
   sub->callback([o, rc]() { *rc = run(*o); });
 }

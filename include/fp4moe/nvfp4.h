@@ -25,8 +25,8 @@ float e4m3_to_float(uint8_t code);
 // Nearest E4M3, ties to even, saturating to +-448 (the `satfinite` rule); NaN -> 0x7F.
 uint8_t float_to_e4m3_satfinite(float x);
 
-// Global scale of the recipe: 448 * 6 / amax. amax == 0 gives 1 (the tensor is all zeros);
-// a result above FLT_MAX (amax tiny) is clamped to FLT_MAX.
+// Global scale of the recipe: 448 * 6 / amax. amax == 0 gives 1 (the tensor is all zeros); a result above FLT_MAX
+// (amax tiny) is clamped to FLT_MAX; an infinite or NaN amax gives NaN (no scale exists; quantize rejects it).
 float nvfp4_global_scale(float amax);
 
 // One UE4M3 block scale from the block's amax: e4m3(gs * amax / 6), computed in fp32 as written.
@@ -48,6 +48,11 @@ struct Nvfp4Matrix {
   uint8_t scale(int64_t r, int64_t sc) const;  // UE4M3 code of block (r, sc)
 };
 
+// A ScaleLayout value that is one of the enumerators (a cast integer may not be).
+Status validate_scale_layout(ScaleLayout layout);
+// A global scale the codec can use both ways: finite, > 0 and normal, so that 1 / scale is finite too.
+Status validate_global_scale(float global_scale);
+
 // The shape rules every NVFP4 entry point shares (host codec and GPU kernels): rows >= 0, k a positive
 // multiple of 16 (one scale per 16 elements), rows * k at most 2^40 elements.
 Status validate_nvfp4_shape(int64_t rows, int64_t k);
@@ -55,8 +60,9 @@ Status validate_nvfp4_shape(int64_t rows, int64_t k);
 // Validates shape and values: validate_nvfp4_shape, and every value finite.
 Status validate_quantize_input(const float* x, int64_t rows, int64_t k);
 
-// Quantize row-major fp32 [rows, k] with the recipe. `global_scale`: the caller's, or computed from the
-// tensor's amax when empty. Rejects NaN/Inf and k % 16 != 0 with a Status.
+// Quantize row-major fp32 [rows, k] with the recipe. `global_scale`: the caller's (validate_global_scale), or
+// computed from the tensor's amax when empty. Rejects NaN/Inf, k % 16 != 0 and a bad layout with a Status; out of
+// host memory is kResourceExhausted. *out is written only on success.
 Status quantize_nvfp4(const float* x, int64_t rows, int64_t k, std::optional<float> global_scale,
                       ScaleLayout layout, Nvfp4Matrix* out);
 // Same, from bf16 bits.
@@ -64,6 +70,8 @@ Status quantize_nvfp4_bf16(const uint16_t* x, int64_t rows, int64_t k, std::opti
                            ScaleLayout layout, Nvfp4Matrix* out);
 
 // x ~= e2m1 * float(scale) * (1 / global_scale), in fp32: the product is exact, 1/gs and the last multiply round.
+// Rejects a global scale validate_global_scale rejects and scale bytes that are not a finite non-negative UE4M3
+// (the sign bit set, or 0x7F).
 Status dequantize_nvfp4(const Nvfp4Matrix& m, std::vector<float>* out);
 
 // Re-lay the scales of a matrix (linear <-> swizzled). Padding entries of a swizzled buffer are zero.

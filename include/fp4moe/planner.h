@@ -41,8 +41,12 @@ struct GpuInfo {
   double fp4_tflops;
   const char* source;  // where the numbers come from
   bool measured = false;  // true for the live row built from cudaGetDeviceProperties
+  std::vector<std::string> aliases;  // other names find_gpu accepts (the CUDA runtime's device names among them)
 };
 const std::vector<GpuInfo>& gpu_table();
+// By name, ignoring case, spaces and punctuation, and a leading "NVIDIA" / "GeForce" (so cudaDeviceProp::name
+// works): an exact name or alias, or a prefix that only one GPU has. Unknown and ambiguous names are errors that
+// list the candidates; names with characters outside ASCII letters, digits and " ._-()/+" are rejected.
 Status find_gpu(const std::string& name, const GpuInfo** out);
 
 struct ModelPreset {
@@ -52,6 +56,7 @@ struct ModelPreset {
   int moe_layers;
 };
 const std::vector<ModelPreset>& model_presets();
+// By key or name, with find_gpu's rules ("qwen3" is ambiguous: qwen3-235b, qwen3-30b).
 Status find_model(const std::string& key, const ModelPreset** out);
 
 // The plan of one kernel config (block_m x block_n x block_k) on one arch for one GEMM of a model.

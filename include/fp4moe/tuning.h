@@ -56,6 +56,9 @@ class TuningCache {
   // also gives an empty cache (the heuristic stays in charge), with one line in *note saying why; neither is an
   // error. Only a null output is.
   static Status load(const std::string& path, const TuningEnvironment& env, TuningCache* out, std::string* note);
+  // The same from the file's text (load reads the file, then parses it); `path` only names it in the note.
+  static Status parse(const std::string& text, const TuningEnvironment& env, TuningCache* out, std::string* note,
+                      const std::string& path = "(text)");
   // Writes the cache with write_file_atomic (fp4moe/file_io.h): a reader or a concurrent writer never sees a
   // partial file, a failed write keeps the old one, and anything but a regular file or a missing path (a device,
   // a FIFO) is refused; a symbolic link is written through to its target. Creates the folder if needed.

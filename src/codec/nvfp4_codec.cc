@@ -6,6 +6,7 @@
 #include <array>
 #include <cfloat>
 #include <cmath>
+#include <new>
 #include <string>
 
 #include "fp4moe/bf16.h"
@@ -24,6 +25,11 @@ std::array<float, 127> make_e4m3_table() {
 const std::array<float, 127>& e4m3_table() {
   static const std::array<float, 127> t = make_e4m3_table();
   return t;
+}
+
+std::string hex_byte(uint8_t b) {
+  const char* d = "0123456789abcdef";
+  return std::string("0x") + d[b >> 4] + d[b & 15];
 }
 
 }  // namespace
@@ -93,6 +99,7 @@ uint8_t float_to_e4m3_satfinite(float x) {
 }
 
 float nvfp4_global_scale(float amax) {
+  if (!std::isfinite(amax)) return NAN;  // no scale maps an infinite or NaN amax into range
   if (!(amax > 0.0f)) return 1.0f;
   const float gs = (kE4M3Max * kE2M1Max) / amax;
   return std::isinf(gs) ? FLT_MAX : gs;
@@ -111,6 +118,20 @@ uint8_t Nvfp4Matrix::code(int64_t r, int64_t c) const {
 
 uint8_t Nvfp4Matrix::scale(int64_t r, int64_t sc) const {
   return scales[static_cast<size_t>(scale_offset(r, sc, num_scale_cols(), scale_layout))];
+}
+
+Status validate_scale_layout(ScaleLayout layout) {
+  if (layout != ScaleLayout::kLinear && layout != ScaleLayout::kSwizzled128x4)
+    return invalid_argument("scale layout " + std::to_string(static_cast<int>(layout)) +
+                            " is not a ScaleLayout (kLinear or kSwizzled128x4)");
+  return Status::ok();
+}
+
+Status validate_global_scale(float gs) {
+  // 1 / gs must be finite too: the dequantization multiplies by it (a subnormal gs would give inf, then NaN).
+  if (!std::isfinite(gs) || !(gs >= FLT_MIN))
+    return invalid_argument("global scale must be a finite normal float > 0 (1 / scale finite), got " + std::to_string(gs));
+  return Status::ok();
 }
 
 Status validate_nvfp4_shape(int64_t rows, int64_t k) {
@@ -136,23 +157,29 @@ Status validate_quantize_input(const float* x, int64_t rows, int64_t k) {
 Status quantize_nvfp4(const float* x, int64_t rows, int64_t k, std::optional<float> global_scale,
                       ScaleLayout layout, Nvfp4Matrix* out) {
   if (out == nullptr) return invalid_argument("output matrix pointer is null");
+  FP4MOE_RETURN_IF_ERROR(validate_scale_layout(layout));
   FP4MOE_RETURN_IF_ERROR(validate_quantize_input(x, rows, k));
   float gs;
   if (global_scale) {
     gs = *global_scale;
-    if (!std::isfinite(gs) || !(gs > 0.0f))
-      return invalid_argument("global scale must be finite and > 0, got " + std::to_string(gs));
+    FP4MOE_RETURN_IF_ERROR(validate_global_scale(gs));
   } else {
     float amax = 0.0f;
     for (int64_t i = 0; i < rows * k; ++i) amax = std::fmax(amax, std::fabs(x[i]));
     gs = nvfp4_global_scale(amax);
   }
-  out->rows = rows;
-  out->k = k;
-  out->scale_layout = layout;
-  out->global_scale = gs;
-  out->packed.assign(static_cast<size_t>(rows * k / 2), 0);
-  out->scales.assign(static_cast<size_t>(scale_buffer_bytes(rows, k, layout)), 0);
+  Nvfp4Matrix m;
+  m.rows = rows;
+  m.k = k;
+  m.scale_layout = layout;
+  m.global_scale = gs;
+  try {
+    m.packed.assign(static_cast<size_t>(rows * k / 2), 0);
+    m.scales.assign(static_cast<size_t>(scale_buffer_bytes(rows, k, layout)), 0);
+  } catch (const std::bad_alloc&) {
+    return Status(StatusCode::kResourceExhausted, "out of host memory for a [" + std::to_string(rows) + ", " +
+                                                      std::to_string(k) + "] NVFP4 matrix");
+  }
   const int64_t nsc = k / kNvfp4BlockSize;
   for (int64_t r = 0; r < rows; ++r) {
     for (int64_t sc = 0; sc < nsc; ++sc) {
@@ -160,7 +187,7 @@ Status quantize_nvfp4(const float* x, int64_t rows, int64_t k, std::optional<flo
       float bmax = 0.0f;
       for (int i = 0; i < kNvfp4BlockSize; ++i) bmax = std::fmax(bmax, std::fabs(blk[i]));
       const uint8_t sf = nvfp4_block_scale(gs, bmax);
-      out->scales[static_cast<size_t>(scale_offset(r, sc, nsc, layout))] = sf;
+      m.scales[static_cast<size_t>(scale_offset(r, sc, nsc, layout))] = sf;
       const float sf_f = e4m3_to_float(sf);
       // One division per block, then a multiply per element (as the published GPU recipes do); clamped
       // so that a denormal-range block cannot turn 0 * inf into NaN.
@@ -168,52 +195,87 @@ Status quantize_nvfp4(const float* x, int64_t rows, int64_t k, std::optional<flo
       for (int i = 0; i < kNvfp4BlockSize; ++i) {
         const uint8_t q = sf_f != 0.0f ? float_to_e2m1(blk[i] * inv) : 0;
         const int64_t c = sc * kNvfp4BlockSize + i;
-        uint8_t& byte = out->packed[static_cast<size_t>(r * (k / 2) + c / 2)];
+        uint8_t& byte = m.packed[static_cast<size_t>(r * (k / 2) + c / 2)];
         byte |= (c % 2 == 0) ? q : static_cast<uint8_t>(q << 4);
       }
     }
   }
+  *out = std::move(m);
   return Status::ok();
 }
 
 Status quantize_nvfp4_bf16(const uint16_t* x, int64_t rows, int64_t k, std::optional<float> global_scale,
                            ScaleLayout layout, Nvfp4Matrix* out) {
-  if (rows > 0 && k > 0 && x == nullptr) return invalid_argument("input pointer is null");
-  std::vector<float> f(static_cast<size_t>(rows > 0 && k > 0 ? rows * k : 0));
+  if (out == nullptr) return invalid_argument("output matrix pointer is null");
+  // The shape first: rows * k sizes the conversion buffer below.
+  FP4MOE_RETURN_IF_ERROR(validate_nvfp4_shape(rows, k));
+  if (rows > 0 && x == nullptr) return invalid_argument("input pointer is null");
+  std::vector<float> f;
+  try {
+    f.resize(static_cast<size_t>(rows * k));
+  } catch (const std::bad_alloc&) {
+    return Status(StatusCode::kResourceExhausted, "out of host memory for a [" + std::to_string(rows) + ", " +
+                                                      std::to_string(k) + "] fp32 copy of the input");
+  }
   for (size_t i = 0; i < f.size(); ++i) f[i] = bf16_to_float(x[i]);
   return quantize_nvfp4(f.data(), rows, k, global_scale, layout, out);
 }
 
 Status dequantize_nvfp4(const Nvfp4Matrix& m, std::vector<float>* out) {
   if (out == nullptr) return invalid_argument("output vector pointer is null");
+  FP4MOE_RETURN_IF_ERROR(validate_scale_layout(m.scale_layout));
   FP4MOE_RETURN_IF_ERROR(validate_nvfp4_shape(m.rows, m.k));
+  FP4MOE_RETURN_IF_ERROR(validate_global_scale(m.global_scale));
   if (static_cast<int64_t>(m.packed.size()) != m.rows * m.k / 2 ||
       static_cast<int64_t>(m.scales.size()) != scale_buffer_bytes(m.rows, m.k, m.scale_layout))
     return invalid_argument("packed/scale buffer sizes do not match the matrix shape");
-  out->resize(static_cast<size_t>(m.rows * m.k));
+  // UE4M3 block scales are non-negative and finite: a sign bit or the NaN code (0x7F) is not a scale.
+  const int64_t nsc = m.k / kNvfp4BlockSize;
+  for (int64_t r = 0; r < m.rows; ++r)
+    for (int64_t sc = 0; sc < nsc; ++sc) {
+      const uint8_t b = m.scale(r, sc);
+      if ((b & 0x80) || b == 0x7F)
+        return invalid_argument("block scale (row " + std::to_string(r) + ", block " + std::to_string(sc) + ") is " +
+                                hex_byte(b) + ": UE4M3 scales must be finite and >= 0");
+    }
+  std::vector<float> v;
+  try {
+    v.resize(static_cast<size_t>(m.rows * m.k));
+  } catch (const std::bad_alloc&) {
+    return Status(StatusCode::kResourceExhausted, "out of host memory for the dequantized matrix");
+  }
   const float inv_gs = 1.0f / m.global_scale;
   for (int64_t r = 0; r < m.rows; ++r) {
     for (int64_t c = 0; c < m.k; ++c) {
       const float prod = e2m1_to_float(m.code(r, c)) * e4m3_to_float(m.scale(r, c / kNvfp4BlockSize));
-      (*out)[static_cast<size_t>(r * m.k + c)] = prod * inv_gs;
+      v[static_cast<size_t>(r * m.k + c)] = prod * inv_gs;
     }
   }
+  *out = std::move(v);
   return Status::ok();
 }
 
 Status convert_scale_layout(const std::vector<uint8_t>& in, int64_t rows, int64_t k, ScaleLayout from,
                             ScaleLayout to, std::vector<uint8_t>* out) {
   if (out == nullptr) return invalid_argument("output vector pointer is null");
+  FP4MOE_RETURN_IF_ERROR(validate_scale_layout(from));
+  FP4MOE_RETURN_IF_ERROR(validate_scale_layout(to));
   FP4MOE_RETURN_IF_ERROR(validate_nvfp4_shape(rows, k));
   if (static_cast<int64_t>(in.size()) != scale_buffer_bytes(rows, k, from))
     return invalid_argument("scale buffer holds " + std::to_string(in.size()) + " bytes, the " +
                             scale_layout_name(from) + " layout of [" + std::to_string(rows) + ", " +
                             std::to_string(k) + "] needs " + std::to_string(scale_buffer_bytes(rows, k, from)));
   const int64_t nsc = k / kNvfp4BlockSize;
-  out->assign(static_cast<size_t>(scale_buffer_bytes(rows, k, to)), 0);
+  std::vector<uint8_t> v;
+  try {
+    v.assign(static_cast<size_t>(scale_buffer_bytes(rows, k, to)), 0);
+  } catch (const std::bad_alloc&) {
+    return Status(StatusCode::kResourceExhausted, "out of host memory for the converted scales");
+  }
   for (int64_t r = 0; r < rows; ++r)
     for (int64_t sc = 0; sc < nsc; ++sc)
-      (*out)[static_cast<size_t>(scale_offset(r, sc, nsc, to))] = in[static_cast<size_t>(scale_offset(r, sc, nsc, from))];
+      v[static_cast<size_t>(scale_offset(r, sc, nsc, to))] = in[static_cast<size_t>(scale_offset(r, sc, nsc, from))];
+  *out = std::move(v);
   return Status::ok();
 }
 

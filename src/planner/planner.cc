@@ -21,26 +21,79 @@ const std::vector<ArchInfo>& arch_table() {
 }
 
 namespace {
+
 std::string lower_alnum(const std::string& s) {
   std::string o;
   for (char c : s)
     if (std::isalnum(static_cast<unsigned char>(c))) o += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
   return o;
 }
+
+// Names are ASCII: letters, digits, spaces and . _ - ( ) / +. Anything else (an accent, an emoji, "!!!") would be
+// dropped by lower_alnum and could match a preset it was never meant to name.
+bool plain_name(const std::string& s) {
+  if (s.empty()) return false;
+  bool alnum = false;
+  for (char c : s) {
+    const unsigned char u = static_cast<unsigned char>(c);
+    if (u >= 0x80) return false;
+    if (std::isalnum(u)) alnum = true;
+    else if (std::string(" ._-()/+").find(c) == std::string::npos) return false;
+  }
+  return alnum;
+}
+
+// The entry `name` names among `names` (each entry: its accepted spellings): an exact match (ignoring case,
+// spaces and punctuation) of any spelling, else the one entry a spelling of which starts with it. No match, or
+// several, is an error listing the candidates. `what`: "model", "GPU"; `list`: the candidates, for the message.
+Status match_name(const char* what, const std::string& name, const std::vector<std::vector<std::string>>& names,
+                  const std::string& list, size_t* out) {
+  if (!plain_name(name))
+    return invalid_argument(std::string("'") + name + "' is not a " + what +
+                            " name (ASCII letters, digits, spaces and . _ - ( ) / +); known: " + list);
+  std::string k = lower_alnum(name);
+  if (std::string(what) == "GPU") {  // the CUDA runtime's names: "NVIDIA H200", "NVIDIA GeForce RTX 4090"
+    if (k.rfind("nvidia", 0) == 0 && k.size() > 6) k = k.substr(6);
+    if (k.rfind("geforce", 0) == 0 && k.size() > 7) k = k.substr(7);
+  }
+  std::vector<size_t> prefix;
+  for (size_t i = 0; i < names.size(); ++i) {
+    bool any = false;
+    for (const std::string& n : names[i]) {
+      const std::string nk = lower_alnum(n);
+      if (nk == k) {
+        *out = i;
+        return Status::ok();
+      }
+      any = any || nk.rfind(k, 0) == 0;
+    }
+    if (any) prefix.push_back(i);
+  }
+  if (prefix.size() == 1) {
+    *out = prefix[0];
+    return Status::ok();
+  }
+  if (prefix.empty()) return invalid_argument(std::string("unknown ") + what + " '" + name + "'; known: " + list);
+  std::string which;
+  for (size_t i : prefix) which += (which.empty() ? "" : ", ") + names[i][0];
+  return invalid_argument(std::string("ambiguous ") + what + " '" + name + "': it could be " + which);
+}
+
 }  // namespace
 
 Status find_arch(const std::string& name, const ArchInfo** out) {
   if (out == nullptr) return invalid_argument("find_arch: output is null");
+  std::string known;
+  for (const auto& a : arch_table()) known += std::string(known.empty() ? "" : ", ") + a.name;
+  if (!plain_name(name)) return invalid_argument("'" + name + "' is not an arch name (e.g. sm_90, sm_120a); known: " + known);
   std::string k = lower_alnum(name);
   if (k.rfind("sm", 0) == 0) k = k.substr(2);
   if (!k.empty() && (k.back() == 'a' || k.back() == 'f')) k.pop_back();  // sm_90a, sm_120f: same budget
-  std::string known;
   for (const auto& a : arch_table()) {
     if (std::to_string(a.cc) == k) {
       *out = &a;
       return Status::ok();
     }
-    known += std::string(known.empty() ? "" : ", ") + a.name;
   }
   return invalid_argument("unknown arch '" + name + "'; known: " + known);
 }
@@ -83,34 +136,45 @@ bool arch_has_kernels(int cc) {
 }
 
 const std::vector<GpuInfo>& gpu_table() {
-  // Dense tensor-core peaks (no sparsity) and memory bandwidth from the vendors' datasheets; GeForce and
-  // workstation Blackwell peaks are the whitepaper's FP32-accumulate figures halved from the sparse ones.
+  // Dense tensor-core peaks (no sparsity) and memory bandwidth from the vendors' datasheets and whitepapers;
+  // GeForce and workstation peaks are the whitepapers' FP32-accumulate figures (Blackwell: halved from the sparse
+  // ones). `aliases`: other spellings, the CUDA runtime's device names among them (without "NVIDIA ").
   static const std::vector<GpuInfo> t = {
-      {"A100 SXM 80GB", 80, 108, 2039, 312, 0, 0, "NVIDIA A100 datasheet"},
-      {"L40S", 89, 142, 864, 362, 733, 0, "NVIDIA L40S datasheet"},
-      {"H100 SXM", 90, 132, 3350, 989, 1979, 0, "NVIDIA H100 datasheet"},
-      {"H200", 90, 132, 4800, 989, 1979, 0, "NVIDIA H200 datasheet (4.3-4.6 TB/s read measured here)"},
-      {"B200", 100, 148, 8000, 2250, 4500, 9000, "NVIDIA DGX B200 / HGX B200 datasheet (per GPU)"},
-      {"RTX 5090", 120, 170, 1792, 209, 419, 1676, "NVIDIA RTX Blackwell GPU architecture whitepaper"},
-      {"RTX PRO 6000 Blackwell", 120, 188, 1792, 503, 1007, 2015, "NVIDIA RTX PRO 6000 Blackwell datasheet"},
-      {"GB10 (DGX Spark)", 121, 48, 273, 125, 250, 500, "NVIDIA DGX Spark datasheet (1 PFLOP FP4 sparse)"},
+      {"A100 SXM 80GB", 80, 108, 2039, 312, 0, 0, "NVIDIA A100 datasheet", false, {"A100", "A100-SXM4-80GB", "A100 80GB"}},
+      {"RTX 3090", 86, 82, 936, 71, 0, 0, "NVIDIA Ampere GA102 GPU architecture whitepaper", false, {}},
+      {"A40", 86, 84, 696, 149.7, 0, 0, "NVIDIA A40 datasheet", false, {}},
+      {"L40S", 89, 142, 864, 362, 733, 0, "NVIDIA L40S datasheet", false, {}},
+      {"RTX 4090", 89, 128, 1008, 165.2, 330.3, 0, "NVIDIA Ada GPU architecture whitepaper", false, {}},
+      {"H100 SXM", 90, 132, 3350, 989, 1979, 0, "NVIDIA H100 datasheet", false, {"H100", "H100 80GB HBM3"}},
+      {"H100 PCIe", 90, 114, 2000, 756, 1513, 0, "NVIDIA H100 datasheet", false, {}},
+      {"H200", 90, 132, 4800, 989, 1979, 0, "NVIDIA H200 datasheet (4.3-4.6 TB/s read measured here)", false, {}},
+      {"B200", 100, 148, 8000, 2250, 4500, 9000, "NVIDIA DGX B200 / HGX B200 datasheet (per GPU)", false, {}},
+      {"GB200", 100, 148, 8000, 2500, 5000, 10000, "NVIDIA GB200 NVL72 datasheet (per GPU)", false, {}},
+      {"B300", 103, 160, 8000, 2250, 4500, 14000,
+       "NVIDIA HGX B300 (per GPU; SMs from NVIDIA's Blackwell Ultra technical blog)", false, {}},
+      {"RTX 5090", 120, 170, 1792, 209, 419, 1676, "NVIDIA RTX Blackwell GPU architecture whitepaper", false, {}},
+      {"RTX PRO 6000 Blackwell", 120, 188, 1792, 503, 1007, 2015, "NVIDIA RTX PRO 6000 Blackwell datasheet", false,
+       {"RTX PRO 6000", "RTX PRO 6000 Blackwell Workstation Edition", "RTX PRO 6000 Blackwell Server Edition",
+        "RTX PRO 6000 Blackwell Max-Q Workstation Edition"}},
+      {"GB10 (DGX Spark)", 121, 48, 273, 125, 250, 500, "NVIDIA DGX Spark datasheet (1 PFLOP FP4 sparse)", false,
+       {"GB10", "DGX Spark"}},
   };
   return t;
 }
 
 Status find_gpu(const std::string& name, const GpuInfo** out) {
   if (out == nullptr) return invalid_argument("find_gpu: output is null");
-  const std::string k = lower_alnum(name);
+  std::vector<std::vector<std::string>> names;
   std::string known;
   for (const auto& g : gpu_table()) {
-    const std::string n = lower_alnum(g.name);
-    if (n == k || n.rfind(k, 0) == 0) {
-      *out = &g;
-      return Status::ok();
-    }
+    names.push_back({g.name});
+    for (const std::string& a : g.aliases) names.back().push_back(a);
     known += std::string(known.empty() ? "" : ", ") + g.name;
   }
-  return invalid_argument("unknown GPU '" + name + "'; known: " + known);
+  size_t i = 0;
+  FP4MOE_RETURN_IF_ERROR(match_name("GPU", name, names, known, &i));
+  *out = &gpu_table()[i];
+  return Status::ok();
 }
 
 const std::vector<ModelPreset>& model_presets() {
@@ -130,16 +194,16 @@ const std::vector<ModelPreset>& model_presets() {
 
 Status find_model(const std::string& key, const ModelPreset** out) {
   if (out == nullptr) return invalid_argument("find_model: output is null");
-  const std::string k = lower_alnum(key);
+  std::vector<std::vector<std::string>> names;
   std::string known;
   for (const auto& m : model_presets()) {
-    if (lower_alnum(m.key) == k || lower_alnum(m.name).rfind(k, 0) == 0) {
-      *out = &m;
-      return Status::ok();
-    }
+    names.push_back({m.key, m.name});
     known += std::string(known.empty() ? "" : ", ") + m.key;
   }
-  return invalid_argument("unknown model '" + key + "'; presets: " + known);
+  size_t i = 0;
+  FP4MOE_RETURN_IF_ERROR(match_name("model", key, names, known, &i));
+  *out = &model_presets()[i];
+  return Status::ok();
 }
 
 std::string with_commas(int64_t v) {

@@ -8,6 +8,7 @@
 namespace fp4moe {
 
 Status DequantizeNvfp4::can_implement(const DequantizeNvfp4Args& a) {
+  FP4MOE_RETURN_IF_ERROR(validate_scale_layout(a.scale_layout));
   FP4MOE_RETURN_IF_ERROR(validate_nvfp4_shape(a.rows, a.k));
   if (a.rows == 0) return Status::ok();
   FP4MOE_RETURN_IF_ERROR(detail::check_device_pointer(a.packed, 8, "packed"));

@@ -12,6 +12,7 @@ constexpr size_t kWorkspaceBytes = 16;  // [0] amax bits, [1] error flags (uint3
 }  // namespace
 
 Status QuantizeNvfp4::can_implement(const QuantizeNvfp4Args& a) {
+  FP4MOE_RETURN_IF_ERROR(validate_scale_layout(a.scale_layout));
   FP4MOE_RETURN_IF_ERROR(validate_nvfp4_shape(a.rows, a.k));
   if (a.rows == 0) return Status::ok();
   FP4MOE_RETURN_IF_ERROR(detail::check_device_pointer(a.input, 16, "input"));

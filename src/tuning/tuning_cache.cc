@@ -91,6 +91,17 @@ Status TuningCache::load(const std::string& path, const TuningEnvironment& env, 
     return Status::ok();
   }
   if (!read.is_ok()) return reject(read.message());
+  return parse(text, env, out, note, path);
+}
+
+Status TuningCache::parse(const std::string& text, const TuningEnvironment& env, TuningCache* out, std::string* note,
+                          const std::string& path) {
+  if (out == nullptr) return invalid_argument("output cache is null");
+  *out = TuningCache(env);
+  auto reject = [&](const std::string& w) {
+    if (note) *note = "tuning cache " + path + " ignored: " + w + "; using the built-in heuristic";
+    return Status::ok();
+  };
   const nlohmann::json j = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
   TuningCache c(env);
   if (j.is_discarded() || !j.is_object()) return reject("not valid JSON (corrupt or truncated)");

@@ -1,9 +1,11 @@
 // Unit tests of the NVFP4 host codec: scalar codes, rounding ties, scale layouts, edge cases, random round trips.
 // SPDX-License-Identifier: Apache-2.0
 #include <gtest/gtest.h>
+#include <sys/resource.h>
 
 #include <cuda_fp8.h>  // NVIDIA's host implementation of E4M3 conversion, an independent oracle
 
+#include <algorithm>
 #include <cfloat>
 #include <cmath>
 #include <random>
@@ -13,6 +15,15 @@
 #include "fp4moe/nvfp4.h"
 #include "nvfp4_reference.h"
 #include "random_data.h"
+
+// ASan, as GCC (__SANITIZE_ADDRESS__) and Clang (__has_feature) say it.
+#if defined(__SANITIZE_ADDRESS__)
+#define FP4MOE_TEST_ASAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define FP4MOE_TEST_ASAN 1
+#endif
+#endif
 
 namespace fp4moe {
 namespace {
@@ -273,6 +284,81 @@ TEST(Quantize, RandomRoundTripWithinHalfStepBothLayouts) {
       }
     }
   }
+}
+
+// The codec's edges (issue #19): each is rejected with a Status or has a defined result, and a rejected call leaves
+// its output as it was.
+TEST(Codec, EdgesAreRejectedOrDefined) {
+  const std::vector<float> x(32, 1.5f);
+  Nvfp4Matrix m;
+  m.rows = 77;  // a marker: rejected calls must not touch *out
+  // A subnormal (or zero, negative, NaN, inf) caller global scale: 1 / gs would be inf and dequantize to NaN.
+  for (float gs : {1e-40f, 0.0f, -3.0f, NAN, INFINITY}) {
+    EXPECT_EQ(quantize_nvfp4(x.data(), 2, 16, gs, ScaleLayout::kLinear, &m).code(), StatusCode::kInvalidArgument) << gs;
+    EXPECT_EQ(m.rows, 77);
+  }
+  ASSERT_TRUE(quantize_nvfp4(x.data(), 2, 16, 1e-30f, ScaleLayout::kLinear, &m).is_ok()) << "a normal tiny scale is fine";
+  // An out-of-range ScaleLayout is not treated as swizzled.
+  const auto bad_layout = static_cast<ScaleLayout>(7);
+  Nvfp4Matrix q;
+  EXPECT_EQ(quantize_nvfp4(x.data(), 2, 16, std::nullopt, bad_layout, &q).code(), StatusCode::kInvalidArgument);
+  std::vector<uint8_t> conv;
+  EXPECT_EQ(convert_scale_layout(std::vector<uint8_t>(2, 1), 2, 16, ScaleLayout::kLinear, bad_layout, &conv).code(),
+            StatusCode::kInvalidArgument);
+  // dequantize: bad global scales and scale bytes that are not a finite non-negative UE4M3.
+  ASSERT_TRUE(quantize_nvfp4(x.data(), 2, 16, std::nullopt, ScaleLayout::kLinear, &q).is_ok());
+  std::vector<float> out(3, 42.0f);
+  for (float gs : {0.0f, -1.0f, NAN, INFINITY, 1e-40f}) {
+    Nvfp4Matrix b = q;
+    b.global_scale = gs;
+    EXPECT_EQ(dequantize_nvfp4(b, &out).code(), StatusCode::kInvalidArgument) << gs;
+  }
+  for (uint8_t byte : {uint8_t{0x7F}, uint8_t{0xFF}, uint8_t{0x80}, uint8_t{0xB8}}) {
+    Nvfp4Matrix b = q;
+    b.scales[1] = byte;
+    const Status st = dequantize_nvfp4(b, &out);
+    EXPECT_EQ(st.code(), StatusCode::kInvalidArgument) << int{byte};
+    EXPECT_NE(st.message().find("row 1"), std::string::npos) << st.message();
+  }
+  Nvfp4Matrix b = q;
+  b.scale_layout = bad_layout;
+  EXPECT_EQ(dequantize_nvfp4(b, &out).code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(out, std::vector<float>(3, 42.0f)) << "rejected calls leave the output alone";
+  // nvfp4_global_scale: zero amax gives 1, tiny amax clamps to FLT_MAX, a non-finite amax has no scale (NaN).
+  EXPECT_EQ(nvfp4_global_scale(0.0f), 1.0f);
+  EXPECT_EQ(nvfp4_global_scale(1e-44f), FLT_MAX);
+  EXPECT_TRUE(std::isnan(nvfp4_global_scale(INFINITY)));
+  EXPECT_TRUE(std::isnan(nvfp4_global_scale(NAN)));
+  // Shapes whose element count wraps or cannot be allocated: a Status, not a crash or an exception.
+  const uint16_t one = 0x3F80;
+  EXPECT_EQ(quantize_nvfp4_bf16(&one, int64_t{1} << 61, 16, std::nullopt, ScaleLayout::kLinear, &q).code(),
+            StatusCode::kInvalidArgument);
+  EXPECT_EQ(quantize_nvfp4_bf16(&one, int64_t{1} << 31, int64_t{1} << 31, std::nullopt, ScaleLayout::kLinear, &q).code(),
+            StatusCode::kInvalidArgument);
+  EXPECT_EQ(quantize_nvfp4_bf16(&one, 1, 16, std::nullopt, ScaleLayout::kLinear, nullptr).code(), StatusCode::kInvalidArgument);
+}
+
+// 2^30 rows of 2^12 (2^42 > 2^40 elements) are rejected up front; 2^24 rows of 2^16 (2^40, allowed) need 4 TiB for
+// the fp32 copy: with the allocation refused, the call reports exhausted memory instead of throwing. The address
+// space is capped for the call so that a machine that overcommits memory refuses it too. (Under ASan, operator new
+// reports the failure and aborts instead of throwing, so the ASan build checks only the first part.)
+TEST(Codec, ShapesBeyondMemoryGiveAStatus) {
+  const uint16_t one = 0x3F80;
+  Nvfp4Matrix q;
+  EXPECT_EQ(quantize_nvfp4_bf16(&one, int64_t{1} << 30, int64_t{1} << 12, std::nullopt, ScaleLayout::kLinear, &q).code(),
+            StatusCode::kInvalidArgument);
+#if defined(FP4MOE_TEST_ASAN)
+  GTEST_SKIP() << "ASan's operator new aborts on a refused allocation instead of throwing bad_alloc";
+#else
+  rlimit old{};
+  ASSERT_EQ(getrlimit(RLIMIT_AS, &old), 0);
+  rlimit capped = old;
+  capped.rlim_cur = std::min<rlim_t>(old.rlim_cur, rlim_t{64} << 30);
+  ASSERT_EQ(setrlimit(RLIMIT_AS, &capped), 0);
+  const Status big = quantize_nvfp4_bf16(&one, int64_t{1} << 24, int64_t{1} << 16, std::nullopt, ScaleLayout::kLinear, &q);
+  ASSERT_EQ(setrlimit(RLIMIT_AS, &old), 0);
+  EXPECT_EQ(big.code(), StatusCode::kResourceExhausted) << big.to_string();
+#endif
 }
 
 }  // namespace

@@ -29,6 +29,77 @@ TEST(Planner, ArchLookupAndErrors) {
   EXPECT_FALSE(find_model("llama", &m).is_ok());
 }
 
+// Preset, GPU and arch names: exact names, aliases and the CUDA runtime's device names work; empty, non-ASCII,
+// punctuation-only, unknown and ambiguous names are errors that list the candidates.
+TEST(Planner, NamesAreExactAliasesOrUniquePrefixes) {
+  const ModelPreset* m = nullptr;
+  ASSERT_TRUE(find_model("glm-5 (744b-a40b)", &m).is_ok());
+  EXPECT_STREQ(m->key, "glm5");
+  ASSERT_TRUE(find_model("Qwen3-30B", &m).is_ok());
+  EXPECT_STREQ(m->key, "qwen3-30b");
+  ASSERT_TRUE(find_model("mixtral", &m).is_ok());
+  for (const char* bad : {"", "glm5\xc3\xa9", "\xf0\x9f\x99\x82", "!!!", "llama"}) {
+    m = nullptr;
+    const Status s = find_model(bad, &m);
+    EXPECT_EQ(s.code(), StatusCode::kInvalidArgument) << "'" << bad << "'";
+    EXPECT_EQ(m, nullptr);
+    EXPECT_NE(s.message().find("glm5, deepseek-v3"), std::string::npos) << s.message();
+  }
+  for (const char* ambiguous : {"qwen3", "g"}) {
+    const Status s = find_model(ambiguous, &m);
+    EXPECT_NE(s.message().find("ambiguous"), std::string::npos) << ambiguous << ": " << s.message();
+  }
+  EXPECT_NE(find_model("qwen3", &m).message().find("qwen3-235b, qwen3-30b"), std::string::npos);
+  const GpuInfo* g = nullptr;
+  for (const char* name : {"NVIDIA H200", "h200", "NVIDIA GeForce RTX 4090", "NVIDIA RTX PRO 6000 Blackwell Workstation Edition",
+                           "NVIDIA H100 80GB HBM3", "NVIDIA H100 PCIe", "NVIDIA A100-SXM4-80GB", "DGX Spark", "NVIDIA GB10",
+                           "RTX 3090", "A40", "B300", "GB200"}) {
+    ASSERT_TRUE(find_gpu(name, &g).is_ok()) << name << ": " << find_gpu(name, &g).message();
+  }
+  ASSERT_TRUE(find_gpu("NVIDIA H100 PCIe", &g).is_ok());
+  EXPECT_EQ(g->sms, 114);
+  ASSERT_TRUE(find_gpu("DGX Spark", &g).is_ok());
+  EXPECT_EQ(g->cc, 121);
+  for (const char* bad : {"!!!", "", "tpu", "h"}) EXPECT_FALSE(find_gpu(bad, &g).is_ok()) << bad;
+  EXPECT_NE(find_gpu("h", &g).message().find("ambiguous"), std::string::npos);
+  const ArchInfo* a = nullptr;
+  ASSERT_TRUE(find_arch("sm_120f", &a).is_ok());
+  EXPECT_EQ(a->cc, 120);
+  EXPECT_FALSE(find_arch("", &a).is_ok());
+  EXPECT_FALSE(find_arch("sm_90\xc3\xa9", &a).is_ok());
+  EXPECT_EQ(find_model("glm5", nullptr).code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(plan_kernels(MoeShape{256, 6144, 2048, 8}, *a, std::nullopt, std::nullopt, nullptr).code(),
+            StatusCode::kInvalidArgument);
+}
+
+// A call that is rejected leaves *out as it was; a forced stage count other than the built one is not "shipped".
+TEST(Planner, RejectedCallsWriteNothingAndForcedStagesAreNotShipped) {
+  const ArchInfo* a = nullptr;
+  ASSERT_TRUE(find_arch("sm_90", &a).is_ok());
+  std::vector<KernelPlan> plans(3);
+  EXPECT_FALSE(plan_kernels(MoeShape{256, 6144, 2048, 8}, *a, std::nullopt, 0, &plans).is_ok());
+  EXPECT_EQ(plans.size(), 3u);
+  EXPECT_FALSE(plan_kernels(MoeShape{1, int64_t{1} << 62, 256, 1}, *a, std::nullopt, std::nullopt, &plans).is_ok());
+  EXPECT_EQ(plans.size(), 3u);
+  std::vector<KernelPlan> planned;
+  ASSERT_TRUE(plan_kernels(MoeShape{256, 6144, 2048, 8}, *a, std::nullopt, std::nullopt, &planned).is_ok());
+  ASSERT_TRUE(plan_kernels(MoeShape{256, 6144, 2048, 8}, *a, std::nullopt, 6, &plans).is_ok());
+  ASSERT_EQ(plans.size(), planned.size());
+  int forced_equal = 0;
+  for (size_t i = 0; i < plans.size(); ++i) {
+    EXPECT_EQ(plans[i].shipped, planned[i].shipped && planned[i].stages == 6) << plans[i].block_m << " at 6 stages";
+    forced_equal += planned[i].stages == 6;
+  }
+  EXPECT_GT(forced_equal, 0) << "(the 64-token tiles are built with 6 stages: they stay shipped)";
+  ASSERT_TRUE(plan_kernels(MoeShape{256, 6144, 2048, 8}, *a, std::nullopt, 1, &plans).is_ok());
+  for (const auto& p : plans) {
+    EXPECT_FALSE(p.fits);
+    EXPECT_NE(p.reason.find("1 requested"), std::string::npos) << p.reason;
+  }
+  EXPECT_EQ(with_commas(INT64_MIN), "-9,223,372,036,854,775,808");
+  EXPECT_EQ(with_commas(-1024), "-1,024");
+}
+
 TEST(Planner, ShippedFollowsTheCudaTargetsBuilt) {
   EXPECT_TRUE(cuda_target_runs_on("90a", 90));
   EXPECT_FALSE(cuda_target_runs_on("90a", 100)) << "arch-specific SASS runs on its own compute capability only";

@@ -2,12 +2,20 @@
 // default location, and tactic filtering by the planner.
 // SPDX-License-Identifier: Apache-2.0
 #include <gtest/gtest.h>
+#include <dirent.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <unistd.h>
+
+#include <csignal>
 
 #include <cstdlib>
 #include <fstream>
 #include <thread>
+#include <vector>
 
+#include "fp4moe/file_io.h"
 #include "fp4moe/planner.h"
 #include "fp4moe/tuning.h"
 
@@ -162,6 +170,95 @@ TEST(Tuning, CandidatesAreThePlannerAcceptedShippedConfigs) {
   ASSERT_TRUE(tuning_candidates(kGlm, *a, &ok, &rejected).is_ok());
   EXPECT_TRUE(ok.empty());
   EXPECT_NE(rejected[0].find("not built for sm_80"), std::string::npos) << rejected[0];
+}
+
+// Reading: only regular files, at most 4 MiB. /dev/zero (endless), a FIFO (would block until a writer comes) and a
+// huge file give an empty cache and a note, at once; none is read.
+TEST(Tuning, LoadReadsOnlyBoundedRegularFiles) {
+  const std::string dir = temp_dir();
+  TuningCache c;
+  std::string note;
+  ASSERT_TRUE(TuningCache::load("/dev/zero", env(), &c, &note).is_ok());
+  EXPECT_EQ(c.size(), 0u);
+  EXPECT_NE(note.find("not a regular file"), std::string::npos) << note;
+  const std::string fifo = dir + "/fifo";
+  ASSERT_EQ(mkfifo(fifo.c_str(), 0600), 0);
+  note.clear();
+  ASSERT_TRUE(TuningCache::load(fifo, env(), &c, &note).is_ok());  // (a hang here is the failure)
+  EXPECT_NE(note.find("not a regular file"), std::string::npos) << note;
+  const std::string big = dir + "/big.json";
+  {
+    std::ofstream f(big);
+    f << "{\"format\": 1, \"pad\": \"" << std::string(5u << 20, 'x') << "\"}";
+  }
+  note.clear();
+  ASSERT_TRUE(TuningCache::load(big, env(), &c, &note).is_ok());
+  EXPECT_NE(note.find("more than"), std::string::npos) << note;
+  EXPECT_EQ(TuningCache::load(big, env(), nullptr, &note).code(), StatusCode::kInvalidArgument);
+}
+
+// Writing: a missing path or a regular file is written (atomically); a symbolic link is written through, and stays
+// a link; a device, a FIFO or a folder at the path is refused and left as it is.
+TEST(Tuning, SaveRefusesDevicesAndFifosAndWritesThroughLinks) {
+  const std::string dir = temp_dir();
+  TuningCache c(env());
+  c.record(kGlm, FinalizeMode::kDeterministic, 8, {8, 1.0});
+  const std::string fifo = dir + "/fifo";
+  ASSERT_EQ(mkfifo(fifo.c_str(), 0600), 0);
+  EXPECT_EQ(c.save(fifo).code(), StatusCode::kInvalidArgument);
+  struct stat st {};
+  ASSERT_EQ(lstat(fifo.c_str(), &st), 0);
+  EXPECT_TRUE(S_ISFIFO(st.st_mode)) << "the FIFO was replaced";
+  // A character device of our own (as root; /dev/null itself is not risked should this ever regress).
+  const std::string dev = dir + "/null";
+  if (mknod(dev.c_str(), S_IFCHR | 0600, makedev(1, 3)) == 0) {
+    EXPECT_EQ(c.save(dev).code(), StatusCode::kInvalidArgument);
+    ASSERT_EQ(lstat(dev.c_str(), &st), 0);
+    EXPECT_TRUE(S_ISCHR(st.st_mode)) << "the device node was replaced";
+  }
+  EXPECT_FALSE(c.save(dir).is_ok()) << "a folder";
+  // Through a link to a file in another folder: the target gets the cache, the link stays a link.
+  const std::string target_dir = temp_dir(), target = target_dir + "/real.json", link = dir + "/link.json";
+  ASSERT_EQ(symlink(target.c_str(), link.c_str()), 0);
+  ASSERT_TRUE(c.save(link).is_ok());
+  ASSERT_EQ(lstat(link.c_str(), &st), 0);
+  EXPECT_TRUE(S_ISLNK(st.st_mode));
+  TuningCache back;
+  std::string note;
+  ASSERT_TRUE(TuningCache::load(target, env(), &back, &note).is_ok());
+  EXPECT_EQ(back.size(), 1u) << note;
+  // A link to a device is refused as the device is.
+  const std::string devlink = dir + "/dev.json";
+  ASSERT_EQ(symlink("/dev/null", devlink.c_str()), 0);
+  EXPECT_EQ(c.save(devlink).code(), StatusCode::kInvalidArgument);
+}
+
+// A failed write (here: the file size limit, EFBIG) keeps the old file whole, and leaves no temporary file behind.
+TEST(Tuning, AFailedWriteKeepsTheOldFile) {
+  const std::string dir = temp_dir(), path = dir + "/out.txt";
+  ASSERT_TRUE(write_file_atomic(path, "old contents\n").is_ok());
+  rlimit old{};
+  ASSERT_EQ(getrlimit(RLIMIT_FSIZE, &old), 0);
+  rlimit capped = old;
+  capped.rlim_cur = 4096;
+  void (*prev)(int) = std::signal(SIGXFSZ, SIG_IGN);  // the write fails with EFBIG instead of killing the test
+  ASSERT_EQ(setrlimit(RLIMIT_FSIZE, &capped), 0);
+  const Status s = write_file_atomic(path, std::string(1 << 20, 'n'));
+  ASSERT_EQ(setrlimit(RLIMIT_FSIZE, &old), 0);
+  std::signal(SIGXFSZ, prev);
+  EXPECT_FALSE(s.is_ok());
+  std::string back;
+  ASSERT_TRUE(read_regular_file(path, 1 << 20, &back).is_ok());
+  EXPECT_EQ(back, "old contents\n");
+  std::vector<std::string> names;
+  if (DIR* d = opendir(dir.c_str())) {
+    while (const dirent* e = readdir(d))
+      if (std::string(e->d_name) != "." && std::string(e->d_name) != "..") names.push_back(e->d_name);
+    closedir(d);
+  }
+  EXPECT_EQ(names, std::vector<std::string>{"out.txt"}) << "a temporary file was left behind";
+  EXPECT_EQ(check_output_path(dir + "/no/such/folder/x.json").code(), StatusCode::kNotFound);
+  EXPECT_TRUE(check_output_path(dir + "/new/folder/x.json", /*create_folders=*/true).is_ok());
 }
 
 }  // namespace

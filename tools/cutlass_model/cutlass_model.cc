@@ -46,11 +46,22 @@ constexpr int64_t scale_bytes(int64_t rows, int64_t k) { return rows * k / kScal
 // FP4 data: two elements per byte.
 constexpr int64_t fp4_bytes(int64_t rows, int64_t k) { return rows * k / 2; }
 
+// Tile extents in (0, 65536]: a real CTA tile is at most a few hundred; the bound keeps every product below in int64.
 Status check_positive_tile(int m, int n, int k) {
-  if (m <= 0 || n <= 0 || k <= 0) {
+  constexpr int kMaxExtent = 1 << 16;
+  if (m <= 0 || n <= 0 || k <= 0 || m > kMaxExtent || n > kMaxExtent || k > kMaxExtent) {
     return invalid_argument("tile " + std::to_string(m) + "x" + std::to_string(n) + "x" + std::to_string(k) +
-                            ": every extent must be positive");
+                            ": every extent must be in [1, 65536]");
   }
+  return Status::ok();
+}
+
+// A carve-out in [0, capacity]; a larger one leaves CUTLASS's builder a negative stage count, which does not compile.
+Status check_carveout(const std::string& what, int64_t carveout, int64_t capacity) {
+  if (carveout < 0) return invalid_argument(what + "carve-out must not be negative");
+  if (carveout > capacity)
+    return unsupported(what + "a carve-out of " + commas(carveout) + " B exceeds the " + commas(capacity) +
+                       " B capacity: CUTLASS's stage count would be negative (the builder does not compile it)");
   return Status::ok();
 }
 
@@ -164,7 +175,7 @@ Status cutlass_sm90_stage_count(CutlassVersion v, const CutlassSm90GemmShape& s,
   if (s.tile_m % 64 != 0 || s.tile_n % 8 != 0 || (int64_t{s.tile_k} * s.a_bits) % 256 != 0) {
     return invalid_argument(t + "not a multiple of the GMMA shape (M by 64, N by 8, K by 32 bytes)");
   }
-  if (s.carveout_bytes < 0) return invalid_argument(t + "carve-out must not be negative");
+  FP4MOE_RETURN_IF_ERROR(check_carveout(t, s.carveout_bytes, kSm90Capacity));
 
   CutlassSm90StageCount r;
   r.capacity = kSm90Capacity;
@@ -184,6 +195,9 @@ Status cutlass_sm90_stage_count(CutlassVersion v, const CutlassSm90GemmShape& s,
   r.stage_bytes = r.tiles_rounded + r.pipeline_bytes;
   // C++ integer division (truncation toward zero), as in the header.
   r.stages = static_cast<int>((r.usable_capacity - r.carveout_rounded) / r.stage_bytes);
+  if (r.stages < 0)
+    return unsupported(t + "the carve-out (" + commas(r.carveout_rounded) + " B rounded) leaves less than nothing of the " +
+                       commas(r.usable_capacity) + " B: CUTLASS's stage count would be negative");
   *out = r;
   return Status::ok();
 }
@@ -216,7 +230,8 @@ Status cutlass_blockscaled_stage_count(CutlassVersion v, const CutlassBlockScale
     return invalid_argument("unknown architecture sm_" + std::to_string(s.arch) +
                             " for the block-scaled builder (expected 100, 120 or 121)");
   }
-  if (s.carveout_bytes < 0) return invalid_argument("carve-out must not be negative");
+  FP4MOE_RETURN_IF_ERROR(check_carveout("sm_" + std::to_string(s.arch) + " block-scaled builder: ", s.carveout_bytes,
+                                       sm120 ? kSm120Capacity : kSm100Capacity));
 
   CutlassBlockScaledStageCount r;
   r.carveout_bytes = s.carveout_bytes;
@@ -297,6 +312,9 @@ Status cutlass_blockscaled_stage_count(CutlassVersion v, const CutlassBlockScale
   r.pipeline_bytes = v45 ? round_up(pipeline_bytes(1), 128) : pipeline_bytes(1);
   r.stage_bytes = r.a_bytes + r.b_bytes + r.sfa_bytes + r.sfb_bytes + r.pipeline_bytes;
   r.stages = static_cast<int>((r.reduced_capacity - r.carveout_bytes) / r.stage_bytes);
+  if (r.stages < 0)
+    return unsupported("the carve-out (" + commas(r.carveout_bytes) + " B) exceeds the builder's " +
+                       commas(r.reduced_capacity) + " B: CUTLASS's stage count would be negative");
   *out = r;
   return Status::ok();
 }

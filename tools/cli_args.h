@@ -1,0 +1,31 @@
+// Argument parsing the CLI's commands share: finite numeric ranges, tiles, custom shapes, and the exit-code scheme.
+// SPDX-License-Identifier: Apache-2.0
+#pragma once
+
+#include <CLI/CLI.hpp>
+
+#include <string>
+#include <vector>
+
+#include "fp4moe/moe.h"
+#include "fp4moe/status.h"
+
+namespace fp4moe::cli {
+
+// Exit codes of every fp4moe command (docs/reliability.md): 0 done; 1 the work failed (an I/O or CUDA error, a
+// check that found a difference, a benchmark or tuning error, an output that could not be written); 2 the
+// command line is wrong (an unknown flag, a bad or out-of-range value, an unknown preset, options that do not
+// go together). CLI11's own parse errors are mapped to 2.
+inline constexpr int kExitOk = 0, kExitFailed = 1, kExitUsage = 2;
+
+// A CLI11 check that the value is a finite number in [lo, hi] (CLI::Range lets NaN through: every comparison
+// with NaN is false).
+CLI::Validator FiniteRange(double lo, double hi);
+
+// "MxNxK" with positive integers, e.g. 16x128x256.
+Status parse_tile(const std::string& text, std::vector<int>* tile);
+// "E,H,I,k", e.g. 256,6144,256,8: a custom MoE shape (each a positive integer; the layer's rules are checked
+// where it is used).
+Status parse_shape(const std::string& text, MoeShape* shape);
+
+}  // namespace fp4moe::cli
