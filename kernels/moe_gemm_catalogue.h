@@ -19,6 +19,10 @@ struct ShippedTile {
   int block_m, block_n, block_k;
   int target_blocks;   // multistage: blocks per SM planned on the 228 KB parts (the 100 KB parts run one); ws: 1
   bool fused_routing;  // also built as the kernels that route at most 32 pairs themselves (decode tiles)
+  // A small-K tile: a GEMM takes it only where no other tile of its family and block_m divides its K (a tensor-
+  // parallel shard's down GEMM: K = I / tp, a multiple of 64 but not of 128 or 256).
+  bool small_k = false;
+  int skip_arch = 0;  // an arch this tile is not built or planned for (0: none; warp-specialized tiles: sm_90 only)
 };
 
 // In this order on every arch (a tile that becomes a copy of the one before it on an arch is not built there:
@@ -32,6 +36,14 @@ inline constexpr ShippedTile kTiles[] = {
     {KernelFamily::kWarpSpecialized, 16, 256, 128, 1, false},
     {KernelFamily::kWarpSpecialized, 32, 256, 128, 1, false},
     {KernelFamily::kWarpSpecialized, 64, 256, 128, 1, false},
+    // Small-K tiles (K = 64 per stage). On sm_90 the 32- and 64-token ones are warp-specialized: a multistage
+    // wgmma tile of 128 rows x 64 K would put the activations off a 1024-byte swizzle atom (static_assert).
+    {KernelFamily::kMultistage, 8, 128, 64, 2, true, true},
+    {KernelFamily::kMultistage, 16, 128, 64, 2, true, true},
+    {KernelFamily::kMultistage, 32, 128, 64, 2, false, true, 90},
+    {KernelFamily::kMultistage, 64, 128, 64, 2, false, true, 90},
+    {KernelFamily::kWarpSpecialized, 32, 256, 64, 1, false, true},
+    {KernelFamily::kWarpSpecialized, 64, 256, 64, 1, false, true},
 };
 inline constexpr size_t kNumTiles = sizeof(kTiles) / sizeof(kTiles[0]);
 
@@ -56,7 +68,8 @@ constexpr bool duplicate_on(size_t i, int cc) {
 
 // Whether tile i has a config on `cc`: warp-specialized tiles need sm_90a's wgmma; copies are dropped.
 constexpr bool tile_on(size_t i, int cc) {
-  return !duplicate_on(i, cc) && (kTiles[i].family != KernelFamily::kWarpSpecialized || cc == 90);
+  return !duplicate_on(i, cc) && (kTiles[i].family != KernelFamily::kWarpSpecialized || cc == 90) &&
+         kTiles[i].skip_arch != cc;
 }
 
 // The config tile i gets on `cc`: stage count, blocks per SM and threads, from the layout functions.

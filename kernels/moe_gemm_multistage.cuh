@@ -46,7 +46,7 @@ __device__ __forceinline__ void moe_gemm_body(const MoeGemmParams& p, const MoeG
   }
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
   WarpRouting wr;
-  if constexpr (kFusedRouting) wr = warp_routing(ex.routing, kEpi == MoeEpilogue::kSwiGLU && blockIdx.x == 0);
+  if constexpr (kFusedRouting) wr = warp_routing(ex.routing, ex.num_global_experts, kEpi == MoeEpilogue::kSwiGLU && blockIdx.x == 0);
   const int n_tiles = p.n / kBN, splits = p.k_splits, k_tiles = p.k / kBK / splits;  // k_tiles: per item
   const int num_items = (kFusedRouting ? wr.num_chunks : *p.num_chunks) * n_tiles * splits;
   const int my_items = blockIdx.x < num_items ? (num_items - 1 - blockIdx.x) / gridDim.x + 1 : 0;
@@ -175,7 +175,14 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocksPerSm) moe_gemm_
                                                                                        const MoeGemmExtras ex) {
 #if defined(__CUDA_ARCH__)
   constexpr int kTarget = __CUDA_ARCH__ / 10 == 121 ? 120 : __CUDA_ARCH__ / 10;
-  if constexpr (kTarget == Cfg::kArch) moe_gemm_body<Cfg, kEpi, kFusedRouting>(p, ex);
+  // FP4MOE_SM120_ON_SM90 (the GPU test build): the sm_120 configs' bodies also in the sm_90 cubin, so that the
+  // sm_120 path (its tiles, shared-memory layout and mma.sync code) runs on an H200 (MoeLayerOptions::kernel_arch).
+#if defined(FP4MOE_SM120_ON_SM90)
+  constexpr bool kAlsoHere = Cfg::kArch == 120 && kTarget == 90;
+#else
+  constexpr bool kAlsoHere = false;
+#endif
+  if constexpr (kTarget == Cfg::kArch || kAlsoHere) moe_gemm_body<Cfg, kEpi, kFusedRouting>(p, ex);
 #endif
 }
 

@@ -48,6 +48,9 @@ struct MoeGemmParams {
 struct MoeGemmExtras {
   RoutingParams routing;
   DequantMul dequant_mul;
+  // Routing: ids in topk_ids are valid in [0, num_global_experts) (expert parallelism; else = num_experts). Here,
+  // after dequant_mul, it fills what was padding: every field the other kernels read keeps its offset.
+  int32_t num_global_experts;
 };
 
 }  // namespace fp4moe::kernels

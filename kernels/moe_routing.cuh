@@ -39,7 +39,8 @@ __device__ __forceinline__ int32_t block_exclusive_scan(int32_t v, int32_t* out,
 
 // One block of 1024 threads. Dynamic shared memory: (2E + 32E/2 + 64) int32 (see routing_smem_bytes()).
 // Order inside an expert is by pair index (stable), so the permutation is a pure function of the ids.
-__global__ void __launch_bounds__(1024) moe_routing_kernel(RoutingParams p) {
+// Ids are global (expert parallelism): a pair of another rank's expert is skipped without a flag (local_expert).
+__global__ void __launch_bounds__(1024) moe_routing_kernel(RoutingParams p, int32_t num_global_experts) {
   extern __shared__ int32_t sm[];
   const int E = p.num_experts;
   int32_t* cnt = sm;                                            // [E]
@@ -56,11 +57,8 @@ __global__ void __launch_bounds__(1024) moe_routing_kernel(RoutingParams p) {
   __syncthreads();
   uint32_t err = 0;
   for (int i = tid; i < p.num_pairs; i += blockDim.x) {
-    const int32_t e = p.topk_ids[i];
-    const float w = p.topk_weights[i];
-    if (e < 0 || e >= E) err |= kErrBadExpertId;
-    else if (!isfinite(w)) err |= kErrBadRouterWeight;
-    else atomicAdd(&cnt[e], 1);
+    const int32_t e = local_expert(p, num_global_experts, p.topk_ids[i], p.topk_weights[i], &err);
+    if (e >= 0) atomicAdd(&cnt[e], 1);
   }
   if (err) atomicOr(p.error_flags, err);
   __syncthreads();
@@ -94,8 +92,8 @@ __global__ void __launch_bounds__(1024) moe_routing_kernel(RoutingParams p) {
     const int i = round + tid;
     int32_t e = -1;
     if (i < p.num_pairs) {
-      e = p.topk_ids[i];
-      if (e < 0 || e >= E || !isfinite(p.topk_weights[i])) e = -1;
+      uint32_t ignored = 0;  // (flags were raised in the counting pass)
+      e = local_expert(p, num_global_experts, p.topk_ids[i], p.topk_weights[i], &ignored);
     }
     const int key = e >= 0 ? e : E + lane;  // skipped pairs get a key of their own
     const uint32_t peers = __match_any_sync(0xFFFFFFFFu, key);

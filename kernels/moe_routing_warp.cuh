@@ -8,15 +8,16 @@
 
 namespace fp4moe::kernels {
 
-inline constexpr uint32_t kErrBadExpertId = 1u;    // a topk id outside [0, E): that pair is skipped
-inline constexpr uint32_t kErrBadRouterWeight = 2u;  // a non-finite router weight: that pair is skipped
+inline constexpr uint32_t kErrBadExpertId = 1u;    // a topk id outside [0, E_global): that pair is skipped
+inline constexpr uint32_t kErrBadRouterWeight = 2u;  // a non-finite router weight of a local pair: that pair is skipped
 
 struct RoutingParams {
-  const int32_t* topk_ids;      // [T, k]
+  const int32_t* topk_ids;      // [T, k], global expert ids
   const float* topk_weights;    // [T, k]
   int32_t num_pairs;            // T * k
-  int32_t num_experts;          // E <= 1024
+  int32_t num_experts;          // E <= 1024: the layer's (local) experts
   int32_t block_m;              // rows per work chunk of the GEMMs
+  int32_t first_expert;         // global id of local expert 0 (expert parallelism; else 0)
   int32_t* expert_offsets;      // [E + 1] exclusive prefix sum of per-expert counts
   int32_t* perm_pair;           // [P] pair index (t * k + s) at each permuted row
   int32_t* inv_perm;            // [P] permuted row of each pair, -1 for skipped pairs
@@ -26,6 +27,24 @@ struct RoutingParams {
   int32_t* chunk_rows;          // [max_chunks] rows in the chunk (1..block_m)
   uint32_t* error_flags;        // [1], OR-ed
 };
+
+// The local expert of a pair with global id `id` and router weight `w`: id - first_expert where that is one of the
+// layer's experts and w is finite; -1 for a pair of another rank's expert (skipped silently) and for bad input,
+// which also sets its bit in *err (an id outside [0, num_global_experts), a non-finite weight of a local pair).
+__device__ __forceinline__ int32_t local_expert(const RoutingParams& p, int32_t num_global_experts, int32_t id, float w,
+                                                uint32_t* err) {
+  if (id < 0 || id >= num_global_experts) {
+    *err |= kErrBadExpertId;
+    return -1;
+  }
+  const int32_t e = id - p.first_expert;  // (no overflow: both in [0, 2^31))
+  if (e < 0 || e >= p.num_experts) return -1;
+  if (!isfinite(w)) {
+    *err |= kErrBadRouterWeight;
+    return -1;
+  }
+  return e;
+}
 
 // Routing of at most 32 pairs (T * k <= 32: the decode steps of a few tokens) by one warp, in registers, for
 // the GEMM kernels to run without the routing kernel before them (one launch and its drain fewer). Every warp
@@ -50,18 +69,16 @@ struct WarpRouting {
 // Called by whole warps. With `write_tables` (one block of the gate_up grid) the warp also writes the
 // routing kernel's global outputs, for the finalize and testing::workspace_view: warp 0 the permutation,
 // chunk table and error flags, every warp its share of expert_offsets.
-__device__ __forceinline__ WarpRouting warp_routing(const RoutingParams& p, bool write_tables) {
+__device__ __forceinline__ WarpRouting warp_routing(const RoutingParams& p, int32_t num_global_experts, bool write_tables) {
   const int lane = threadIdx.x & 31;
   const int E = p.num_experts;
-  int32_t key = INT32_MAX;  // expert id of a valid pair; pairs past num_pairs and skipped pairs sort last
+  int32_t key = INT32_MAX;  // local expert id of a valid pair; pairs past num_pairs and skipped pairs sort last
   uint32_t err = 0;
   float lane_weight = 0.0f;  // pair `lane`'s router weight
   if (lane < p.num_pairs) {
-    const int32_t e = p.topk_ids[lane];
     lane_weight = p.topk_weights[lane];
-    if (e < 0 || e >= E) err = kErrBadExpertId;
-    else if (!isfinite(lane_weight)) err = kErrBadRouterWeight;
-    else key = e;
+    const int32_t e = local_expert(p, num_global_experts, p.topk_ids[lane], lane_weight, &err);
+    if (e >= 0) key = e;
   }
   const bool valid = key != INT32_MAX;
   const int32_t num_valid = __popc(__ballot_sync(0xFFFFFFFFu, valid));

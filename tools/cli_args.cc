@@ -8,6 +8,8 @@
 #include <limits>
 #include <sstream>
 
+#include "fp4moe/planner.h"
+
 namespace fp4moe::cli {
 namespace {
 
@@ -51,6 +53,71 @@ CLI::Validator FiniteRange(double lo, double hi) {
         return std::string();
       },
       "FINITE in [" + std::to_string(lo) + " - " + std::to_string(hi) + "]");
+}
+
+void add_model_options(CLI::App* sub, ModelOptions* o) {
+  sub->add_option("--model", o->model, "model preset: glm5, deepseek-v3, kimi-k2, glm4.5, qwen3-235b, qwen3-30b, "
+                                        "gpt-oss-120b, mixtral")
+      ->capture_default_str();
+  sub->add_option("--shape", o->shape, "a custom layer E,H,I,k (experts, hidden, intermediate, top-k) instead of --model");
+  sub->add_option("--tp", o->tp, "tensor parallelism: one GPU's shard holds I / N of every expert")
+      ->check(CLI::Range(int64_t{1}, int64_t{1024}))->capture_default_str();
+  sub->add_option("--ep", o->ep, "expert parallelism: one GPU's shard holds E / N of the experts")
+      ->check(CLI::Range(int64_t{1}, int64_t{1024}))->capture_default_str();
+}
+
+std::string shape_text(const MoeShape& s) {
+  std::string e = std::to_string(s.num_experts);
+  if (s.global_experts() != s.num_experts) e += "/" + std::to_string(s.global_experts());
+  return "E=" + e + " H=" + std::to_string(s.hidden) + " I=" + std::to_string(s.intermediate) + " k=" +
+         std::to_string(s.top_k);
+}
+
+std::string SelectedModel::label() const {
+  std::string l = name;
+  if (tp > 1 || ep > 1) {
+    l += ", ";
+    if (tp > 1) l += "TP" + std::to_string(tp);
+    if (tp > 1 && ep > 1) l += "+";
+    if (ep > 1) l += "EP" + std::to_string(ep);
+    l += " shard";
+  }
+  return l + " (" + shape_text(shard) + ")";
+}
+
+Status select_model(const ModelOptions& o, SelectedModel* out) {
+  SelectedModel m;
+  if (!o.shape.empty()) {
+    FP4MOE_RETURN_IF_ERROR(parse_shape(o.shape, &m.full));
+    m.key = "custom";
+    m.name = "custom layer";
+  } else {
+    const ModelPreset* p = nullptr;
+    FP4MOE_RETURN_IF_ERROR(find_model(o.model, &p));
+    m.key = p->key;
+    m.name = p->name;
+    m.full = p->shape;
+    m.moe_layers = p->moe_layers;
+  }
+  if (o.tp < 1 || o.ep < 1) return invalid_argument("--tp and --ep must be at least 1");
+  const MoeShape& f = m.full;
+  if (f.intermediate % o.tp != 0 || (f.intermediate / o.tp) % 64 != 0)
+    return invalid_argument("--tp " + std::to_string(o.tp) + ": I = " + std::to_string(f.intermediate) +
+                            " does not split into shards of a multiple of 64 (the kernels' smallest K tile)");
+  if (f.num_experts % o.ep != 0)
+    return invalid_argument("--ep " + std::to_string(o.ep) + ": E = " + std::to_string(f.num_experts) +
+                            " experts do not split evenly");
+  m.tp = o.tp;
+  m.ep = o.ep;
+  m.shard = f;
+  m.shard.intermediate = f.intermediate / o.tp;
+  if (o.ep > 1) {
+    m.shard.num_experts = f.num_experts / o.ep;
+    m.shard.num_global_experts = f.num_experts;
+    m.shard.first_expert = 0;  // every rank costs the same under uniform routing
+  }
+  *out = m;
+  return Status::ok();
 }
 
 Status parse_tile(const std::string& text, std::vector<int>* tile) {

@@ -22,6 +22,29 @@ inline constexpr int kExitOk = 0, kExitFailed = 1, kExitUsage = 2;
 // with NaN is false).
 CLI::Validator FiniteRange(double lo, double hi);
 
+// The problem a command works on: a model preset (or a custom --shape), optionally sharded for one GPU of a
+// tensor-parallel (--tp N: I / N) or expert-parallel (--ep N: E / N local experts of E) deployment, or both.
+struct ModelOptions {
+  std::string model = "glm5";
+  std::string shape;  // "E,H,I,k": a custom shape instead of the preset
+  int64_t tp = 1, ep = 1;
+};
+// Adds --model, --shape, --tp and --ep to `sub`.
+void add_model_options(CLI::App* sub, ModelOptions* o);
+
+struct SelectedModel {
+  std::string key, name;  // "glm5", "GLM-5 (744B-A40B)"; "custom", "E=.. H=.. I=.. k=.."
+  MoeShape full;          // the model's layer
+  MoeShape shard;         // one GPU's part (= full without --tp / --ep): I / tp, experts [0, E / ep) of E
+  int moe_layers = 1;
+  int64_t tp = 1, ep = 1;
+  std::string label() const;  // "GLM-5 (744B-A40B), TP8 shard (E=256 H=6144 I=256 k=8)"
+};
+// Resolves the options: the preset or shape, and the shard (tp must divide I into a multiple of 64, ep must
+// divide E). Errors name the rule.
+Status select_model(const ModelOptions& o, SelectedModel* out);
+std::string shape_text(const MoeShape& s);  // "E=32/256 H=6144 I=2048 k=8" (local / global experts under EP)
+
 // "MxNxK" with positive integers, e.g. 16x128x256.
 Status parse_tile(const std::string& text, std::vector<int>* tile);
 // "E,H,I,k", e.g. 256,6144,256,8: a custom MoE shape (each a positive integer; the layer's rules are checked

@@ -27,17 +27,21 @@ namespace fp4moe::cli {
 namespace {
 
 struct BenchOpts {
-  std::string model = "glm5", routing = "uniform", json, csv, plot;
+  ModelOptions model;
+  std::string routing = "uniform", json, csv, plot;
   std::vector<int64_t> tokens = {1, 8, 64, 256, 512, 1024, 2048, 4096};
   double zipf_s = 1.2;
   int block_m = 0, iters = 20;
   bool no_warp_specialized = false;  // MoeLayerOptions::warp_specialized off
+  bool graph = true;                 // also time CUDA-graph replay
+  int kernel_arch = 0;               // MoeLayerOptions::kernel_arch
   std::vector<int> down_k_splits;  // empty: the layer's choice
   std::string* json_text = nullptr;  // also hand the JSON to the caller (report)
 };
 
 struct TuneOpts {
-  std::string model = "glm5", cache;
+  ModelOptions model;
+  std::string cache;
   int64_t max_tokens = 4096;
   double budget_s = 10;
   std::string* json_text = nullptr;  // the tuned table as JSON, for the caller (report)
@@ -61,8 +65,8 @@ void show_progress(size_t i, size_t n, int64_t tokens) {
 
 // Resolves the model, checks that every output path can be written (before anything is timed) and that there is
 // a GPU; prints the one-line error itself and returns the exit code, or kExitOk to go on.
-int prepare(const std::string& model, const ModelPreset** m, const std::vector<std::pair<std::string, bool>>& outputs) {
-  if (const Status s = find_model(model, m); !s.is_ok()) {
+int prepare(const ModelOptions& model, SelectedModel* m, const std::vector<std::pair<std::string, bool>>& outputs) {
+  if (const Status s = select_model(model, m); !s.is_ok()) {
     std::fprintf(stderr, "error: %s\n", s.message().c_str());
     return kExitUsage;
   }
@@ -86,14 +90,17 @@ int prepare(const std::string& model, const ModelPreset** m, const std::vector<s
 }
 
 int run_bench(const BenchOpts& o) {
-  const ModelPreset* m = nullptr;
+  SelectedModel m;
   if (const int rc = prepare(o.model, &m, {{o.json, false}, {o.csv, false}, {o.plot, false}}); rc != kExitOk) return rc;
 #if FP4MOE_HAVE_CUDA
   bench::MoeBenchOptions b;
-  b.shape = m->shape;
-  b.moe_layers = m->moe_layers;
+  b.shape = m.shard;
+  b.moe_layers = m.moe_layers;
+  std::printf("%s\n", m.label().c_str());
   b.tokens = o.tokens;
   b.routing = o.routing;
+  b.graph = o.graph;
+  b.kernel_arch = o.kernel_arch;
   b.zipf_s = o.zipf_s;
   b.min_iters = o.iters;
   b.warp_specialized = !o.no_warp_specialized;
@@ -126,7 +133,7 @@ int run_bench(const BenchOpts& o) {
 }
 
 int run_tune(const TuneOpts& o) {
-  const ModelPreset* m = nullptr;
+  SelectedModel m;
   if (const int rc = prepare(o.model, &m, {{o.cache.empty() ? default_tuning_cache_path() : o.cache, true}}); rc != kExitOk)
     return rc;
 #if FP4MOE_HAVE_CUDA
@@ -138,18 +145,18 @@ int run_tune(const TuneOpts& o) {
   }
   std::vector<int> ok;
   std::vector<std::string> rejected;
-  if (const Status s = tuning_candidates(m->shape, *arch, &ok, &rejected); !s.is_ok()) {
+  if (const Status s = tuning_candidates(m.shard, *arch, &ok, &rejected); !s.is_ok()) {
     std::fprintf(stderr, "error: %s\n", s.message().c_str());
     return kExitFailed;
   }
   for (const auto& r : rejected) std::printf("not tried: %s\n", r.c_str());
   if (ok.empty()) {
-    std::fprintf(stderr, "error: no kernel config the planner accepts for %s on %s\n", m->name, arch->name);
+    std::fprintf(stderr, "error: no kernel config the planner accepts for %s on %s\n", m.label().c_str(), arch->name);
     return kExitFailed;
   }
   bench::MoeBenchOptions b;
-  b.shape = m->shape;
-  b.moe_layers = m->moe_layers;
+  b.shape = m.shard;
+  b.moe_layers = m.moe_layers;
   b.tokens.clear();
   for (int64_t t = 1; t <= o.max_tokens; t *= 2) b.tokens.push_back(t);
   b.block_ms = ok;
@@ -158,6 +165,7 @@ int run_tune(const TuneOpts& o) {
   b.use_tuning_cache = false;  // the heuristic column is the built-in heuristic, not an older cache
   b.baselines = false;
   b.phases = false;
+  b.graph = false;
   b.min_iters = 10;
   b.budget_s = o.budget_s;
   b.progress = show_progress;
@@ -178,7 +186,7 @@ int run_tune(const TuneOpts& o) {
     return kExitFailed;
   }
   if (!note.empty()) std::printf("%s\n", note.c_str());
-  std::printf("\n%s on %s: %zu tokens buckets, %.1f s\n%8s %14s %12s %10s %8s %12s %8s\n", m->name, dev.info.name.c_str(),
+  std::printf("\n%s on %s: %zu tokens buckets, %.1f s\n%8s %14s %12s %10s %8s %12s %8s\n", m.label().c_str(), dev.info.name.c_str(),
               rows.size(), secs, "tokens", "heuristic bm", "us", "tuned bm", "splits", "us", "gain");
   nlohmann::json jt = {{"gpu", dev.info.name}, {"seconds", secs}, {"cache", o.cache.empty() ? default_tuning_cache_path() : o.cache}};
   for (const auto& r : rows) {
@@ -189,7 +197,7 @@ int run_tune(const TuneOpts& o) {
     jt["buckets"].push_back({{"tokens", r.T}, {"heuristic_block_m", r.heuristic_bm},
                              {"heuristic_down_k_splits", r.heuristic_splits}, {"heuristic_us", hus},
                              {"tuned_block_m", r.block_m}, {"tuned_down_k_splits", splits}, {"tuned_us", r.layer_us}});
-    cache.record(m->shape, FinalizeMode::kDeterministic, r.T, TunedChoice{r.block_m, r.layer_us, splits});
+    cache.record(m.shard, FinalizeMode::kDeterministic, r.T, TunedChoice{r.block_m, r.layer_us, splits});
     std::printf("%8lld %14d %12.1f %10d %8d %12.1f %7.2fx\n", static_cast<long long>(r.T), r.heuristic_bm, hus,
                 r.block_m, splits, r.layer_us, hus > 0 ? hus / r.layer_us : 0.0);
   }
@@ -210,7 +218,7 @@ int run_tune(const TuneOpts& o) {
 
 }  // namespace
 
-int tune_model(const std::string& model, double budget_s, std::string* json) {
+int tune_model(const ModelOptions& model, double budget_s, std::string* json) {
   TuneOpts o;
   o.model = model;
   o.budget_s = budget_s;
@@ -218,7 +226,7 @@ int tune_model(const std::string& model, double budget_s, std::string* json) {
   return run_tune(o);
 }
 
-int bench_model(const std::string& model, const std::string& plot, std::string* json) {
+int bench_model(const ModelOptions& model, const std::string& plot, std::string* json) {
   BenchOpts o;
   o.model = model;
   o.plot = plot;
@@ -229,8 +237,12 @@ int bench_model(const std::string& model, const std::string& plot, std::string* 
 void add_bench_and_tune(CLI::App& app, int* rc) {
   auto b = std::make_shared<BenchOpts>();
   CLI::App* bench = app.add_subcommand("bench", "Benchmark the MoE layer against the bandwidth floor and cuBLAS bf16 (GPU)");
-  bench->add_option("--model", b->model, "model preset")->capture_default_str();
+  add_model_options(bench, &b->model);
   bench->add_option("--tokens", b->tokens, "tokens per step, e.g. --tokens 1 8 64")->check(CLI::Range(int64_t{1}, int64_t{1} << 20));
+  bench->add_flag("!--no-graph", b->graph, "skip the CUDA-graph replay timing");
+  bench->add_option("--kernel-arch", b->kernel_arch,
+                    "120: time the sm_120 configs on this sm_90 GPU, one block per SM (builds with FP4MOE_SM120_ON_SM90)")
+      ->check(CLI::IsMember({0, 120}));
   bench->add_option("--routing", b->routing, "uniform or zipf")->check(CLI::IsMember({"uniform", "zipf"}))->capture_default_str();
   bench->add_option("--zipf-s", b->zipf_s, "Zipf exponent")->check(FiniteRange(0.0, 10.0))->capture_default_str();
   bench->add_option("--block-m", b->block_m, "time only this block_m (default: every built-in one)")->check(CLI::IsMember(shipped_block_ms()));
@@ -247,7 +259,7 @@ void add_bench_and_tune(CLI::App& app, int* rc) {
 
   auto t = std::make_shared<TuneOpts>();
   CLI::App* tune = app.add_subcommand("tune", "Time every planner-accepted config per tokens bucket; fill the tuning cache (GPU)");
-  tune->add_option("--model", t->model, "model preset")->capture_default_str();
+  add_model_options(tune, &t->model);
   tune->add_option("--max-tokens", t->max_tokens, "largest tokens bucket (powers of two from 1)")
       ->check(CLI::Range(int64_t{1}, int64_t{1} << 16))->capture_default_str();
   tune->add_option("--cache", t->cache, "cache file (default: $FP4MOE_CACHE_DIR, $XDG_CACHE_HOME/fp4moe or ~/.cache/fp4moe)");

@@ -19,33 +19,35 @@ namespace fp4moe::cli {
 namespace {
 
 struct Opts {
-  std::string arch = "all", gpu, model = "glm5", tile, epilogue = "all";
+  ModelOptions model;
+  std::string arch = "all", gpu, tile, epilogue = "all";
   std::optional<std::string> cutlass;  // set by --cutlass[=VERSION]
   int stages = 0;
   bool json = false;
   bool floors = false;
+  bool shards = false;
   int64_t tokens = 512;
   // Which options the command line gave (options that do not go together are refused, never ignored).
   bool gave_arch = false, gave_gpu = false, gave_tile = false, gave_stages = false, gave_epilogue = false,
-       gave_tokens = false;
+       gave_tokens = false, gave_model_options = false;
 };
 
 // Memory floors of the model's MoE layer on every named GPU: active experts' bytes / datasheet bandwidth.
-int run_floors(const Opts& o, const ModelPreset& m) {
-  const double active = expected_active_experts(m.shape, o.tokens);
-  const double bytes = moe_weight_bytes(m.shape, active);
+int run_floors(const Opts& o, const SelectedModel& m) {
+  const double active = expected_active_experts(m.shard, o.tokens);
+  const double bytes = moe_weight_bytes(m.shard, active);
   if (o.json) {
     nlohmann::json rows = nlohmann::json::array();
     for (const auto& g : gpu_table())
       rows.push_back({{"gpu", g.name}, {"cc", g.cc}, {"bw_gbs", g.mem_bw_gbs}, {"floor_us", bytes / (g.mem_bw_gbs * 1e3)},
                       {"all_layers_ms", bytes / (g.mem_bw_gbs * 1e3) * m.moe_layers / 1e3}});
-    const nlohmann::json js = {{"model", m.key}, {"tokens", o.tokens}, {"active_experts", active},
+    const nlohmann::json js = {{"model", m.key}, {"layer", m.label()}, {"tokens", o.tokens}, {"active_experts", active},
                                {"weight_bytes", bytes}, {"moe_layers", m.moe_layers}, {"floors", rows}};
     std::printf("%s\n", js.dump(2).c_str());
     return kExitOk;
   }
-  std::printf("%s, T=%lld tokens: %.1f experts active (uniform routing), %.2f GB of NVFP4 weights per layer\n", m.name,
-              static_cast<long long>(o.tokens), active, bytes / 1e9);
+  std::printf("%s, T=%lld tokens: %.1f experts active (uniform routing), %.2f GB of NVFP4 weights per layer\n",
+              m.label().c_str(), static_cast<long long>(o.tokens), active, bytes / 1e9);
   std::printf("  %-24s %8s %10s %12s %14s\n", "GPU", "arch", "BW GB/s", "floor us", "x layers (ms)");
   for (const auto& g : gpu_table())
     std::printf("  %-24s %8d %10.0f %12.1f %14.2f\n", g.name, g.cc, g.mem_bw_gbs, bytes / (g.mem_bw_gbs * 1e3),
@@ -68,7 +70,7 @@ nlohmann::json plan_json(const KernelPlan& p) {
           {"reason", p.reason}};
 }
 
-int run_ours(const Opts& o, const ModelPreset& m, const std::vector<const ArchInfo*>& archs, nlohmann::json* js) {
+int run_ours(const Opts& o, const SelectedModel& m, const std::vector<const ArchInfo*>& archs, nlohmann::json* js) {
   std::optional<std::vector<int>> tile;
   if (!o.tile.empty()) {
     std::vector<int> t;
@@ -80,13 +82,19 @@ int run_ours(const Opts& o, const ModelPreset& m, const std::vector<const ArchIn
     tile = t;
   }
   const std::optional<int> stages = o.stages > 0 ? std::optional<int>(o.stages) : std::nullopt;
-  const MoeShape& sh = m.shape;
-  if (!o.json)
-    std::printf("fp4moe kernels for %s: E=%lld H=%lld I=%lld top-%lld (gate_up N=%lld K=%lld; down N=%lld K=%lld)\n",
-                m.name, static_cast<long long>(sh.num_experts), static_cast<long long>(sh.hidden),
-                static_cast<long long>(sh.intermediate), static_cast<long long>(sh.top_k),
-                static_cast<long long>(2 * sh.intermediate), static_cast<long long>(sh.hidden),
-                static_cast<long long>(sh.hidden), static_cast<long long>(sh.intermediate));
+  const MoeShape& sh = m.shard;
+  if (!o.json) {
+    if (m.tp == 1 && m.ep == 1 && m.key != "custom")
+      std::printf("fp4moe kernels for %s: E=%lld H=%lld I=%lld top-%lld (gate_up N=%lld K=%lld; down N=%lld K=%lld)\n",
+                  m.name.c_str(), static_cast<long long>(sh.num_experts), static_cast<long long>(sh.hidden),
+                  static_cast<long long>(sh.intermediate), static_cast<long long>(sh.top_k),
+                  static_cast<long long>(2 * sh.intermediate), static_cast<long long>(sh.hidden),
+                  static_cast<long long>(sh.hidden), static_cast<long long>(sh.intermediate));
+    else
+      std::printf("fp4moe kernels for %s (gate_up N=%lld K=%lld; down N=%lld K=%lld)\n", m.label().c_str(),
+                  static_cast<long long>(2 * sh.intermediate), static_cast<long long>(sh.hidden),
+                  static_cast<long long>(sh.hidden), static_cast<long long>(sh.intermediate));
+  }
   for (const ArchInfo* a : archs) {
     std::vector<KernelPlan> plans;
     const Status s = plan_kernels(sh, *a, tile, stages, &plans);
@@ -180,11 +188,70 @@ int run_cutlass(const Opts& o, nlohmann::json* js) {
   return 0;
 }
 
+// Every preset's tensor- and expert-parallel shards: the per-GPU shape, and on each kernel arch whether the shipped
+// configs serve both GEMMs (and with which tiles), or why not.
+int run_shards(const Opts& o) {
+  nlohmann::json rows = nlohmann::json::array();
+  if (!o.json)
+    std::printf("%-16s %-6s %-24s %-8s %s\n", "preset", "shard", "per-GPU layer", "arch", "kernels");
+  for (const auto& p : model_presets()) {
+    for (const auto& [tp, ep] : std::vector<std::pair<int64_t, int64_t>>{{1, 1}, {2, 1}, {4, 1}, {8, 1}, {1, 2}, {1, 4}, {1, 8}}) {
+      ModelOptions mo;
+      mo.model = p.key;
+      mo.tp = tp;
+      mo.ep = ep;
+      SelectedModel m;
+      const Status sel = select_model(mo, &m);
+      const std::string shard = tp > 1 ? "TP" + std::to_string(tp) : ep > 1 ? "EP" + std::to_string(ep) : "full";
+      for (int cc : {90, 120}) {
+        const ArchInfo* a = nullptr;
+        if (!find_arch(std::to_string(cc), &a).is_ok()) return kExitFailed;
+        std::string verdict;
+        bool runs = false;
+        if (!sel.is_ok()) {
+          verdict = "no shard: " + sel.message();
+        } else {
+          std::vector<ShardTiles> tiles;
+          const Status st = shard_kernel_tiles(m.shard, *a, &tiles);
+          if (!st.is_ok()) {
+            verdict = st.message();
+          } else {
+            for (const auto& t : tiles) {
+              if (!verdict.empty()) verdict += "; ";
+              verdict += "bm" + std::to_string(t.block_m) + " " + t.gate_up + " / " + t.down;
+            }
+            runs = !tiles.empty();
+            if (!runs) verdict = "no shipped config divides both GEMMs";
+          }
+        }
+        if (o.json) {
+          rows.push_back({{"model", p.key}, {"tp", tp}, {"ep", ep}, {"arch", a->name}, {"runs", runs},
+                          {"shape", sel.is_ok() ? shape_text(m.shard) : ""}, {"kernels", verdict}});
+        } else {
+          std::printf("%-16s %-6s %-24s %-8s %s\n", p.key, shard.c_str(), sel.is_ok() ? shape_text(m.shard).c_str() : "-",
+                      a->name, verdict.c_str());
+        }
+      }
+    }
+  }
+  if (o.json) std::printf("%s\n", nlohmann::json{{"shards", rows}}.dump(2).c_str());
+  else
+    std::printf("(tiles: block_m, then gate_up's and down's family and N x K tile; a small-K tile serves a down GEMM whose\n"
+                " K = I / tp no larger tile divides)\n");
+  return kExitOk;
+}
+
 // Options that do not go together: an error naming them, or empty.
 std::string conflicts(const Opts& o) {
   if (o.floors) {
     if (o.gave_arch || o.gave_gpu || o.gave_tile || o.gave_stages || o.cutlass || o.gave_epilogue)
       return "--floors prints the memory floor on every named GPU: it takes --model, --tokens and --json only";
+    return "";
+  }
+  if (o.shards) {
+    if (o.gave_arch || o.gave_gpu || o.gave_tile || o.gave_stages || o.cutlass || o.gave_epilogue || o.gave_tokens ||
+        o.gave_model_options)
+      return "--shards prints every preset's TP and EP shards on the kernel archs: it takes --json only";
     return "";
   }
   if (o.gave_tokens) return "--tokens is for --floors";
@@ -212,12 +279,13 @@ int run(const Opts& o) {
       return kExitUsage;
     }
   }
-  const ModelPreset* m = nullptr;
-  Status s = find_model(o.model, &m);
+  SelectedModel m;
+  Status s = select_model(o.model, &m);
   if (!s.is_ok()) {
     std::fprintf(stderr, "error: %s\n", s.message().c_str());
     return kExitUsage;
   }
+  if (o.shards) return run_shards(o);
   std::vector<const ArchInfo*> archs;
   if (!o.gpu.empty()) {
     const GpuInfo* g = nullptr;
@@ -240,7 +308,7 @@ int run(const Opts& o) {
     }
     archs.push_back(a);
   }
-  if (o.floors) return run_floors(o, *m);
+  if (o.floors) return run_floors(o, m);
   nlohmann::json js;
   const LiveDevice live = query_live_device();
   if (!o.json && live.present)
@@ -250,7 +318,7 @@ int run(const Opts& o) {
   if (live.present) js["live_device"] = {{"name", live.name}, {"cc", live.cc}, {"sms", live.sms},
                                          {"smem_per_block", live.smem_per_block}, {"smem_per_sm", live.smem_per_sm}};
   int rc = 0;
-  rc = run_ours(o, *m, archs, &js);
+  rc = run_ours(o, m, archs, &js);
   if (rc == 0 && o.cutlass) rc = run_cutlass(o, &js);
   if (rc == 0 && o.json) std::printf("%s\n", js.dump(2).c_str());
   return rc;
@@ -263,8 +331,7 @@ void add_plan(CLI::App& app, int* rc) {
   CLI::App* sub = app.add_subcommand("plan", "Shared-memory plan of every kernel config on every arch (no GPU needed)");
   sub->add_option("--arch", o->arch, "sm_80 ... sm_121, or all")->capture_default_str();
   sub->add_option("--gpu", o->gpu, "a named GPU (H200, B200, RTX 5090, RTX PRO 6000, GB10, ...): its arch");
-  sub->add_option("--model", o->model, "preset: glm5, deepseek-v3, kimi-k2, glm4.5, qwen3-235b, qwen3-30b, gpt-oss-120b, mixtral")
-      ->capture_default_str();
+  add_model_options(sub, &o->model);
   sub->add_option("--tile", o->tile, "a custom fp4moe tile MxNxK instead of the shipped ones");
   sub->add_option("--stages", o->stages, "force a stage count (default: as many as the arch's budget allows)")
       ->check(CLI::Range(1, 32));
@@ -276,6 +343,7 @@ void add_plan(CLI::App& app, int* rc) {
       ->default_str("");
   sub->add_flag("--json", o->json, "machine-readable output");
   sub->add_flag("--floors", o->floors, "print the model layer's memory floor on every named GPU instead");
+  sub->add_flag("--shards", o->shards, "print what each TP and EP degree of every preset needs and whether it runs");
   sub->add_option("--tokens", o->tokens, "tokens per step for --floors")->capture_default_str()->check(CLI::Range(int64_t{1}, int64_t{1} << 20));
   sub->callback([o, rc, sub]() {
     o->gave_arch = sub->count("--arch") > 0;
@@ -284,6 +352,7 @@ void add_plan(CLI::App& app, int* rc) {
     o->gave_stages = sub->count("--stages") > 0;
     o->gave_epilogue = sub->count("--epilogue") > 0;
     o->gave_tokens = sub->count("--tokens") > 0;
+    o->gave_model_options = sub->count("--model") + sub->count("--shape") + sub->count("--tp") + sub->count("--ep") > 0;
     *rc = run(*o);
   });
 }

@@ -118,22 +118,80 @@ int run(const Opts& o) {
     js["floors_ms_per_step"][g.name] = row;
     std::printf("\n");
   }
+  // 4. The deployments: one GPU's shard under TP8 and EP8 next to the whole layer, with the configs that serve it and
+  // its memory floor per decode step (all MoE layers) on the deployment's GPU and on the H200.
+  std::printf("\nOne GPU's part of the layer (uniform routing; floors for all %d MoE layers per step, datasheet bandwidth):\n",
+              m->moe_layers);
+  std::printf("  %-6s %-26s %10s %-34s %-34s %s\n", "shard", "per-GPU layer", "GB/layer", "sm_90 configs", "sm_120 configs",
+              "floor ms/step at T=1/8/64/512: RTX PRO 6000 | H200");
+  for (const auto& [tp, ep] : std::vector<std::pair<int64_t, int64_t>>{{1, 1}, {8, 1}, {1, 8}}) {
+    ModelOptions mo;
+    mo.model = o.model;
+    mo.tp = tp;
+    mo.ep = ep;
+    SelectedModel sm;
+    const std::string name = tp > 1 ? "TP8" : ep > 1 ? "EP8" : "full";
+    nlohmann::json row = {{"shard", name}};
+    if (const Status s = select_model(mo, &sm); !s.is_ok()) {
+      std::printf("  %-6s %s\n", name.c_str(), s.message().c_str());
+      row["error"] = s.message();
+      js["shards"].push_back(row);
+      continue;
+    }
+    std::string cfg[2];
+    int i = 0;
+    for (int cc : {90, 120}) {
+      std::vector<ShardTiles> tiles;
+      const ArchInfo* a = nullptr;
+      const Status st = find_arch(std::to_string(cc), &a).is_ok() ? shard_kernel_tiles(sm.shard, *a, &tiles)
+                                                                   : invalid_argument("no arch");
+      cfg[i] = !st.is_ok() ? st.message() : tiles.empty() ? "none divides both GEMMs"
+                                                          : std::to_string(tiles.size()) + " block sizes (bm" +
+                                                                std::to_string(tiles.front().block_m) + "..bm" +
+                                                                std::to_string(tiles.back().block_m) + ")";
+      row[cc == 90 ? "sm_90" : "sm_120"] = cfg[i++];
+    }
+    const GpuInfo *pro = nullptr, *h200 = nullptr;
+    std::string floors;
+    if (find_gpu("RTX PRO 6000", &pro).is_ok() && find_gpu("H200", &h200).is_ok()) {
+      for (const GpuInfo* g : {pro, h200}) {
+        for (int64_t t : {1, 8, 64, 512}) {
+          const double ms = moe_weight_bytes(sm.shard, expected_active_experts(sm.shard, t)) / (g->mem_bw_gbs * 1e6) *
+                            sm.moe_layers;
+          char b[32];
+          std::snprintf(b, sizeof(b), "%s%.2f", t == 1 ? "" : "/", ms);
+          floors += b;
+          row["floor_ms_per_step"][g->name][std::to_string(t)] = ms;
+        }
+        if (g == pro) floors += " | ";
+      }
+    }
+    const double gb = moe_weight_bytes(sm.shard, static_cast<double>(sm.shard.num_experts)) / 1e9;
+    row["shape"] = shape_text(sm.shard);
+    row["gb_per_layer"] = gb;
+    js["shards"].push_back(row);
+    std::printf("  %-6s %-26s %10.3f %-34s %-34s %s\n", name.c_str(), shape_text(sm.shard).c_str(), gb, cfg[0].c_str(),
+                cfg[1].c_str(), floors.c_str());
+  }
+
   if (!timing) {
     const std::string timing = !o.timing ? "timing skipped (--no-timing)"
                                          : "no GPU here: timing (tuning and the benchmark) needs one";
     js["timing"] = timing;
     std::printf("\n%s\n", timing.c_str());
   } else {
-    // 4. On this GPU: tune within the budget (into the default tuning cache), then the benchmark.
-    std::printf("\n4. Tuning on %s (at most %.0f s), into the default tuning cache %s: every MoeLayer on this GPU\n"
+    // 5. On this GPU: tune within the budget (into the default tuning cache), then the benchmark.
+    std::printf("\n5. Tuning on %s (at most %.0f s), into the default tuning cache %s: every MoeLayer on this GPU\n"
                 "   reads it at init from now on (--no-timing skips this; `fp4moe tune --cache FILE` tunes elsewhere)\n",
                 live.name.c_str(), o.tune_budget_s, default_tuning_cache_path().c_str());
     std::fflush(stdout);
     std::string tj, bj;
-    const int tune_rc = tune_model(o.model, o.tune_budget_s, &tj);
-    std::printf("\n5. Benchmark on %s\n", live.name.c_str());
+    ModelOptions mo;
+    mo.model = o.model;
+    const int tune_rc = tune_model(mo, o.tune_budget_s, &tj);
+    std::printf("\n6. Benchmark on %s\n", live.name.c_str());
     std::fflush(stdout);
-    const int bench_rc = bench_model(o.model, o.plot, &bj);
+    const int bench_rc = bench_model(mo, o.plot, &bj);
     // A failed step is recorded and the report (plans, floors) is still written.
     js["timing"] = {{"gpu", live.name},
                     {"tuning", tj.empty() ? nlohmann::json("failed (exit code " + std::to_string(tune_rc) + ")")

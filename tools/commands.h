@@ -6,6 +6,8 @@
 
 #include <string>
 
+#include "cli_args.h"
+
 namespace fp4moe::cli {
 
 // Each adds its subcommand to `app`; when it runs, it stores its exit code in *rc.
@@ -20,7 +22,7 @@ bool write_text_file(const std::string& path, const std::string& text);
 
 // Used by `report` on a GPU: tune the model's layer within `budget_s` into the default tuning cache, then
 // benchmark it (roofline drawn to `plot`); each returns an exit code and its results as JSON text.
-int tune_model(const std::string& model, double budget_s, std::string* json);
-int bench_model(const std::string& model, const std::string& plot, std::string* json);
+int tune_model(const ModelOptions& model, double budget_s, std::string* json);
+int bench_model(const ModelOptions& model, const std::string& plot, std::string* json);
 
 }  // namespace fp4moe::cli

@@ -18,8 +18,9 @@ def parse(path):
         b = j["baselines"]
         read_gbs, peak = float(b["read_gbs"]), float(b["cublas_bf16_tflops"])
         top_k = int(j["shape"]["top_k"])
-        rows = [{"T": int(r["tokens"]), "active": float(r["active_experts"]), "tflops": float(r["tflops"])}
-                for r in j["rows"]]
+        rows = [{"T": int(r["tokens"]), "active": float(r["active_experts"]), "tflops": float(r["tflops"]),
+                 "ai": float(r["flop_per_byte"]),
+                 "pairs": float(r.get("local_pairs", int(r["tokens"]) * top_k))} for r in j["rows"]]
     except (OSError, ValueError, KeyError, TypeError) as e:
         sys.exit(f"{path}: not fp4moe benchmark JSON ({e})")
     if read_gbs <= 0 or peak <= 0:
@@ -51,10 +52,10 @@ def main():
             label=f"memory roof: {read_gbs:.0f} GB/s measured read")
     ax.plot([ridge, xs[1]], [peak, peak], color="tab:red", lw=2, label=f"compute roof: cuBLAS bf16 {peak:.0f} TFLOP/s")
     for i, r in enumerate(rows):
-        # 2 FLOP per weight per token row; bytes = active experts' weights at 0.5625 B per weight.
-        ai = 2.0 * r["T"] * top_k / (r["active"] * 0.5625)
+        # FLOP per byte of the active experts' weights (0.5625 B per weight), as the benchmark counted it.
+        ai = r["ai"]
         ax.scatter([ai], [r["tflops"]], color="black", zorder=3)
-        per_expert = r["T"] * top_k / r["active"]
+        per_expert = r["pairs"] / r["active"]
         ax.annotate(f"T={r['T']} ({per_expert:.3g}/expert)", (ai, r["tflops"]), textcoords="offset points",
                     xytext=(6, -12) if i % 2 == 0 else (-10, 8), fontsize=8, ha="left" if i % 2 == 0 else "right")
     ax.set_xscale("log")
@@ -63,7 +64,8 @@ def main():
     ax.set_ylim(1, peak * 2)
     ax.set_xlabel("arithmetic intensity (FLOP per byte of NVFP4 weights incl. scales)")
     ax.set_ylabel("TFLOP/s (whole MoE layer)")
-    name = f"E={shape.get('experts')} H={shape.get('hidden')} I={shape.get('intermediate')} top-{top_k}"
+    experts = f"{shape.get('experts')}" + (f"/{shape['global_experts']}" if shape.get("global_experts", shape.get("experts")) != shape.get("experts") else "")
+    name = f"E={experts} H={shape.get('hidden')} I={shape.get('intermediate')} top-{top_k}"
     ax.set_title(a.title or f"fp4moe NVFP4 MoE layer ({name}) on {device}")
     ax.grid(True, which="both", alpha=0.3)
     ax.legend(loc="lower right", fontsize=8)

@@ -20,11 +20,20 @@ namespace detail {
 struct MoeLayerAccess;  // fp4moe/testing.h
 }
 
+// One GPU's MoE problem. Tensor parallelism (TP) shards I: a TP rank's layer is a shape with intermediate = I / tp
+// (slice the weights with shard_tp_weights). Expert parallelism (EP) shards E: an EP rank's layer holds experts
+// [first_expert, first_expert + num_experts) of num_global_experts; topk_ids stay global, pairs routed to other
+// ranks' experts are skipped (not reported), and the output is this rank's partial sum for every token (zero
+// where none of its experts was chosen), for the caller's reduce-scatter or all-reduce to complete.
 struct MoeShape {
-  int64_t num_experts = 0;   // E, 1..1024
-  int64_t hidden = 0;        // H: multiple of 128 (down's N tile) and of 256 (gate_up's K tile)
-  int64_t intermediate = 0;  // I: 2I a multiple of 128, I a multiple of 256
-  int64_t top_k = 0;         // k, 1..E
+  int64_t num_experts = 0;   // E: the experts this layer holds, 1..1024
+  int64_t hidden = 0;        // H: a multiple of 256 (gate_up's K tile; down's N tile, 128 or 256)
+  int64_t intermediate = 0;  // I: a multiple of 64 (down's smallest K tile)
+  int64_t top_k = 0;         // k: 1..num_global_experts
+  int64_t num_global_experts = 0;  // EP: the model's experts (ids in topk_ids are in [0, this)); 0 = num_experts
+  int64_t first_expert = 0;        // EP: global id of this layer's expert 0
+  // The model's experts (num_global_experts, or num_experts where that is 0).
+  int64_t global_experts() const { return num_global_experts > 0 ? num_global_experts : num_experts; }
 };
 
 // Order of the two halves of w13 [E, 2I, H]. FlashInfer / TensorRT-LLM store up first; vLLM gate first.
@@ -74,12 +83,16 @@ struct MoeLayerOptions {
   bool warp_specialized = true;
   // Tuning cache read at init: "" = the default location (tuning.h), "none" = do not read one.
   std::string tuning_cache = "";
+  // The kernel family to run: 0 = the device's. 120: the configs planned for sm_120 (RTX 5090, RTX PRO 6000: their
+  // tiles, 101,376 B layouts and mma.sync code) on an sm_90 device, one block per SM, where the build compiled them
+  // for sm_90a too (FP4MOE_SM120_ON_SM90: the GPU test build) -- to test and time the sm_120 path on an H200.
+  int kernel_arch = 0;
 };
 
 struct MoeForwardArgs {
   const void* hidden = nullptr;        // bf16 [T, H], 16-byte aligned
   int64_t num_tokens = 0;              // T (0 is a no-op)
-  const int32_t* topk_ids = nullptr;   // [T, k]; ids outside [0, E) are skipped and reported by check()
+  const int32_t* topk_ids = nullptr;   // [T, k] global expert ids; outside [0, E_global): skipped, reported by check()
   const float* topk_weights = nullptr;  // [T, k]; non-finite weights are skipped and reported
   void* output = nullptr;              // bf16 [T, H], 16-byte aligned
   int block_m = 0;                     // 0: the layer's choice for T (tuned or heuristic); else a shipped block_m
@@ -89,16 +102,24 @@ struct MoeForwardArgs {
   int down_k_splits = 0;
 };
 
-// What one forward pass runs: decided once per call (run() and plan() make the same decision), printable.
-// FP4MOE_PRINT_PLANS=1 in the environment prints each distinct plan a layer makes to stderr, once.
-struct MoeRunPlan {
-  int64_t num_tokens = 0;
+// The kernel config one GEMM of a forward pass runs.
+struct MoeGemmPlan {
   KernelFamily family = KernelFamily::kMultistage;
-  int block_m = 0, block_n = 0, block_k = 0, stages = 0;
+  int block_n = 0, block_k = 0, stages = 0;
   int threads = 0;            // per block
   int64_t smem_bytes = 0;     // dynamic shared memory per block (the planner's layout)
   int grid = 0;               // persistent blocks: resident blocks per SM x SMs
   bool wgmma = false;         // the tensor-core instruction: wgmma (sm_90a) or mma.sync
+  std::string to_string() const;  // "warp-specialized 256x128, 8 stages, 212,160 B smem, 640 threads, 132 blocks, wgmma"
+};
+
+// What one forward pass runs: decided once per call (run() and plan() make the same decision), printable.
+// Both GEMMs share block_m (one chunk table); each has its config (a GEMM whose K a tile does not divide takes
+// the small-K tile of that block_m). FP4MOE_PRINT_PLANS=1 prints each distinct plan a layer makes to stderr, once.
+struct MoeRunPlan {
+  int64_t num_tokens = 0;
+  int block_m = 0;             // tokens per work chunk
+  MoeGemmPlan gate_up, down;
   int down_k_splits = 1;
   bool fused_routing = false;  // the GEMM kernels route the pairs; no routing kernel
   bool programmatic_launch = false;
@@ -132,7 +153,8 @@ class MoeLayer {
   size_t workspace_size(int64_t max_tokens, int down_k_splits = 0) const;
   // Enqueues the layer on `stream`: no allocation, no host synchronisation (CUDA-graph capturable).
   Status run(const MoeForwardArgs& args, void* workspace, size_t workspace_bytes, cudaStream_t stream) const;
-  // Synchronises `stream`; reports topk ids outside [0, E) or non-finite router weights seen by the last run.
+  // Synchronises `stream`; reports topk ids outside [0, E_global) or non-finite router weights (of this layer's
+  // pairs) seen by the last run.
   Status check(const void* workspace, cudaStream_t stream) const;
 
   // Adopts the tuned choices recorded for this layer's shape and finalize mode (an empty cache, or one

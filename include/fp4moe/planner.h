@@ -79,8 +79,9 @@ struct KernelPlan {
 
 // block_m of every shipped config (the catalogue, kernels/moe_gemm_catalogue.h), in catalogue order.
 std::vector<int> shipped_block_ms();
-// Whether the kernels take `splits` K ranges for the down GEMM of `shape` (MoeForwardArgs::down_k_splits, the
-// tuning cache): 1, 2, 4 or 8, dividing its K tiles (intermediate / 256).
+// Whether `splits` K ranges can serve the down GEMM of `shape` (MoeForwardArgs::down_k_splits, the tuning cache): 1,
+// 2, 4 or 8 dividing intermediate / 64 (the smallest K tile). A call also needs them to divide the K tiles of the
+// down config it runs (MoeLayer::plan says so).
 bool down_k_splits_supported(const MoeShape& shape, int64_t splits);
 
 // Plans for every shipped config (or one custom tile) of both GEMMs of `shape` on `arch`. A custom tile uses
@@ -88,8 +89,19 @@ bool down_k_splits_supported(const MoeShape& shape, int64_t splits);
 Status plan_kernels(const MoeShape& shape, const ArchInfo& arch, std::optional<std::vector<int>> custom_tile,
                     std::optional<int> stages, std::vector<KernelPlan>* out);
 
-// Bytes of the active experts' NVFP4 weights (incl. scales) for T tokens with uniform routing (expected
-// number of distinct experts), and the floor time at `bw_gbs`.
+// The configs the layer runs for one GPU's `shape` on `arch` (a tensor- or expert-parallel shard, or a whole layer),
+// one row per block_m that has configs for both GEMMs: each GEMM's family and N x K tile ("warp-specialized
+// 256x128"), as the layer picks them for a call of many pairs. A shape the layer rejects is an error naming the
+// rule; an empty list means no shipped config divides both GEMMs.
+struct ShardTiles {
+  int block_m = 0;
+  std::string gate_up, down;
+};
+Status shard_kernel_tiles(const MoeShape& shape, const ArchInfo& arch, std::vector<ShardTiles>* out);
+
+// Bytes of the active experts' NVFP4 weights (incl. scales) for T tokens with uniform routing (expected number of
+// distinct experts of this layer: under expert parallelism, of its local ones, each token picking k of the model's
+// num_global_experts), and the floor time at `bw_gbs`.
 double expected_active_experts(const MoeShape& s, int64_t tokens);
 double moe_weight_bytes(const MoeShape& s, double active_experts);
 

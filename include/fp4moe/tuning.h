@@ -1,4 +1,5 @@
-// Tuning cache: the fastest kernel config per (GPU, model shape, tokens bucket), persisted as JSON and keyed
+// Tuning cache: the fastest kernel config per (GPU, one GPU's layer shape -- a TP or EP shard's own --, tokens
+// bucket), persisted as JSON and keyed
 // by GPU, SM count, driver, CUDA runtime and fp4moe version; the layer's heuristic is always the fallback.
 // SPDX-License-Identifier: Apache-2.0
 #pragma once
@@ -67,7 +68,7 @@ class TuningCache {
   std::string to_json() const;
 
  private:
-  using Key = std::tuple<int64_t, int64_t, int64_t, int64_t, int, int64_t>;  // E, H, I, k, mode, bucket
+  using Key = std::tuple<int64_t, int64_t, int64_t, int64_t, int64_t, int, int64_t>;  // E, E_global, H, I, k, mode, bucket
   TuningEnvironment env_;
   std::map<Key, TunedChoice> entries_;
 };

@@ -30,4 +30,13 @@ struct MoeKernelSet {
 // Every compiled config, for each arch family of catalogue::kKernelArchs, in catalogue order.
 const std::vector<MoeKernelSet>& moe_kernel_sets();
 
+// Whether the sm_120 configs' kernels also have bodies in the sm_90 cubin (FP4MOE_SM120_ON_SM90).
+constexpr bool sm120_configs_run_on_sm90() {
+#if defined(FP4MOE_SM120_ON_SM90)
+  return true;
+#else
+  return false;
+#endif
+}
+
 }  // namespace fp4moe::detail

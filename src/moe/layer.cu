@@ -1,6 +1,7 @@
 // MoeLayer (include/fp4moe/moe.h): init (device, resident configs, weights, tuning cache) and the launches of a
 // forward pass from its plan.
 // SPDX-License-Identifier: Apache-2.0
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <mutex>
@@ -92,8 +93,8 @@ struct MoeLayer::Impl {
     c.tuned = &tuned;
     return c;
   }
-  Status plan(const MoeForwardArgs& a, MoeRunPlan* p, int* index) const {
-    FP4MOE_RETURN_IF_ERROR(detail::make_run_plan(context(), a.num_tokens, a.block_m, a.down_k_splits, p, index));
+  Status plan(const MoeForwardArgs& a, MoeRunPlan* p, detail::GemmChoice* choice) const {
+    FP4MOE_RETURN_IF_ERROR(detail::make_run_plan(context(), a.num_tokens, a.block_m, a.down_k_splits, p, choice));
     if (print_plans) {
       const std::string line = "fp4moe: MoeLayer " + shape_str(shape) + " sm_" + std::to_string(arch) + ": " + p->to_string();
       std::lock_guard<std::mutex> lock(printed_mutex);
@@ -106,7 +107,8 @@ struct MoeLayer::Impl {
     tuned.clear();
     const detail::PlanContext c = context();
     for (const auto& [bucket, choice] : cache.choices_for(shape, options.finalize))
-      if (detail::pick_config(c, choice.block_m, 0) >= 0 && down_k_splits_supported(shape, choice.down_k_splits))
+      if (detail::GemmChoice g; detail::choose_configs(c, choice.block_m, 0, &g) &&
+                                down_k_splits_supported(shape, choice.down_k_splits))
         tuned[bucket] = choice;
     if (!tuned.empty()) tuning_source = source + " (" + std::to_string(tuned.size()) + " token buckets)";
   }
@@ -140,6 +142,14 @@ Status MoeLayer::init(const MoeShape& shape, const MoeLayerOptions& options, con
   const int cc = prop.major * 10 + prop.minor;
   impl->arch = kernel_arch_family(cc);
   impl->sms = prop.multiProcessorCount;
+  // The sm_120 configs on an sm_90 device (MoeLayerOptions::kernel_arch), one block per SM as on the 100 KB parts.
+  const bool emulate = options.kernel_arch != 0 && options.kernel_arch != impl->arch;
+  if (emulate) {
+    if (!(options.kernel_arch == 120 && impl->arch == 90 && detail::sm120_configs_run_on_sm90()))
+      return unsupported("kernel_arch " + std::to_string(options.kernel_arch) + " cannot run on sm_" + std::to_string(cc) +
+                         " in this build (only the sm_120 configs, on sm_90, in a build with FP4MOE_SM120_ON_SM90)");
+    impl->arch = options.kernel_arch;
+  }
   for (const auto& set : detail::moe_kernel_sets()) {
     if (set.config.cc != impl->arch) continue;
     if (set.config.tile.family == KernelFamily::kWarpSpecialized && !options.warp_specialized) continue;
@@ -155,6 +165,7 @@ Status MoeLayer::init(const MoeShape& shape, const MoeLayerOptions& options, con
     if (occ < 1)
       return Status(StatusCode::kResourceExhausted, "kernel config block_m=" + std::to_string(set.config.tile.block_m) +
                                                         " cannot be resident on this GPU");
+    if (emulate) occ = std::min(occ, set.config.blocks_per_sm);
     impl->sets.push_back(&set);
     impl->resident.push_back(detail::ResidentConfig{set.config, occ * impl->sms});
   }
@@ -241,8 +252,8 @@ Status MoeLayer::Impl::run(const MoeForwardArgs& a, void* workspace, size_t work
   using testing::kPhaseRouting;
   // The call's plan, made once: everything below reads it.
   MoeRunPlan rp;
-  int index = -1;
-  FP4MOE_RETURN_IF_ERROR(plan(a, &rp, &index));
+  detail::GemmChoice choice;
+  FP4MOE_RETURN_IF_ERROR(plan(a, &rp, &choice));
   if (a.num_tokens > 0) FP4MOE_RETURN_IF_ERROR(check_arg_pointers(a));
   const MoeShape& s = shape;
   const int splits = rp.down_k_splits;
@@ -274,9 +285,8 @@ Status MoeLayer::Impl::run(const MoeForwardArgs& a, void* workspace, size_t work
   uint8_t* wsp = static_cast<uint8_t*>(workspace);
   auto i32 = [&](int64_t off) { return reinterpret_cast<int32_t*>(wsp + off); };
   const int32_t pairs = static_cast<int32_t>(a.num_tokens * s.top_k);
-  const detail::MoeKernelSet& ks = *sets[static_cast<size_t>(index)];
-  const int grid = rp.grid, threads = rp.threads;
-  const int64_t smem = rp.smem_bytes;
+  const detail::MoeKernelSet& ks_gate_up = *sets[static_cast<size_t>(choice.gate_up)];
+  const detail::MoeKernelSet& ks_down = *sets[static_cast<size_t>(choice.down)];
   // Each GEMM / finalize kernel is a programmatic dependent of the kernel this call enqueued just before it
   // (never of whatever the stream ran earlier: a phase run alone launches normally).
 #if defined(FP4MOE_NO_GRIDDEP)  // kernels built without griddepcontrol (an A/B build): plain launches only
@@ -301,6 +311,7 @@ Status MoeLayer::Impl::run(const MoeForwardArgs& a, void* workspace, size_t work
     r.num_pairs = pairs;
     r.num_experts = static_cast<int32_t>(s.num_experts);
     r.block_m = rp.block_m;
+    r.first_expert = static_cast<int32_t>(s.first_expert);
     r.expert_offsets = i32(L.offsets);
     r.perm_pair = i32(L.perm);
     r.inv_perm = i32(L.inv);
@@ -310,10 +321,11 @@ Status MoeLayer::Impl::run(const MoeForwardArgs& a, void* workspace, size_t work
     r.chunk_rows = i32(L.chunk_rows);
     r.error_flags = reinterpret_cast<uint32_t*>(wsp + L.flags);
     ex.dequant_mul = kernels::kDequantMul;
+    ex.num_global_experts = static_cast<int32_t>(s.global_experts());
   }
   if ((phases & kPhaseRouting) && !fused_routing) {
     FP4MOE_CUDA_TRY(launch(kernels::moe_routing_kernel, 1, 1024, kernels::routing_smem_bytes(s.num_experts), stream,
-                           false, ex.routing));
+                           false, ex.routing, ex.num_global_experts));
   }
   // (The chunk-table pointers also go in MoeGemmParams: kernels/moe_gemm_params.cuh says why.)
   kernels::MoeGemmParams g{};
@@ -346,11 +358,14 @@ Status MoeLayer::Impl::run(const MoeForwardArgs& a, void* workspace, size_t work
   dn.k_splits = splits;
   dn.split_stride = a.num_tokens * s.top_k * s.hidden;
   if (phases & kPhaseGateUp)
-    FP4MOE_CUDA_TRY(launch(fused_routing ? ks.gate_up_fused : ks.gate_up, grid, threads, smem, stream,
+    FP4MOE_CUDA_TRY(launch(fused_routing ? ks_gate_up.gate_up_fused : ks_gate_up.gate_up, rp.gate_up.grid,
+                           rp.gate_up.threads, rp.gate_up.smem_bytes, stream,
                            pdl_ok && (phases & kPhaseRouting) && !fused_routing, gu, ex));
   if (phases & kPhaseDown) {
-    const auto down = fused_routing ? (det ? ks.down_store_fused : ks.down_atomic_fused) : (det ? ks.down_store : ks.down_atomic);
-    FP4MOE_CUDA_TRY(launch(down, grid, threads, smem, stream, pdl_ok && (phases & kPhaseGateUp), dn, ex));
+    const detail::MoeKernelSet& k = ks_down;
+    const auto down = fused_routing ? (det ? k.down_store_fused : k.down_atomic_fused) : (det ? k.down_store : k.down_atomic);
+    FP4MOE_CUDA_TRY(launch(down, rp.down.grid, rp.down.threads, rp.down.smem_bytes, stream,
+                           pdl_ok && (phases & kPhaseGateUp), dn, ex));
     auto* out = static_cast<__nv_bfloat16*>(a.output);
     if (det) {
       const int64_t n = a.num_tokens * (s.hidden / 4);
@@ -373,7 +388,9 @@ Status MoeLayer::check(const void* workspace, cudaStream_t stream) const {
   FP4MOE_CUDA_TRY(cudaMemcpyAsync(&flags, workspace, 4, cudaMemcpyDeviceToHost, stream));
   FP4MOE_CUDA_TRY(cudaStreamSynchronize(stream));
   std::string msg;
-  if (flags & kernels::kErrBadExpertId) msg += "topk_ids holds ids outside [0, num_experts); those pairs were skipped. ";
+  if (flags & kernels::kErrBadExpertId)
+    msg += "topk_ids holds ids outside [0, " + std::to_string(impl_ ? impl_->shape.global_experts() : 0) +
+           ") (the model's experts); those pairs were skipped. ";
   if (flags & kernels::kErrBadRouterWeight) msg += "topk_weights holds non-finite weights; those pairs were skipped.";
   return msg.empty() ? Status::ok() : invalid_argument(msg);
 }

@@ -11,12 +11,18 @@
 
 namespace fp4moe {
 
+std::string MoeGemmPlan::to_string() const {
+  return std::string(kernel_family_name(family)) + " " + std::to_string(block_n) + "x" + std::to_string(block_k) + ", " +
+         std::to_string(stages) + " stages, " + with_commas(smem_bytes) + " B smem, " + std::to_string(threads) +
+         " threads, " + std::to_string(grid) + " blocks, " + (wgmma ? "wgmma" : "mma.sync");
+}
+
 std::string MoeRunPlan::to_string() const {
-  std::string s = "T=" + std::to_string(num_tokens) + " -> " + kernel_family_name(family) + " " +
-                  std::to_string(block_m) + "x" + std::to_string(block_n) + "x" + std::to_string(block_k) + ", " +
-                  std::to_string(stages) + " stages, " + with_commas(smem_bytes) + " B smem, " +
-                  std::to_string(threads) + " threads, " + std::to_string(grid) + " persistent blocks, " +
-                  (wgmma ? "wgmma" : "mma.sync") + ", down K in " + std::to_string(down_k_splits) + " split(s), " +
+  const bool same = gate_up.family == down.family && gate_up.block_n == down.block_n && gate_up.block_k == down.block_k;
+  std::string s = "T=" + std::to_string(num_tokens) + " -> block_m " + std::to_string(block_m) + ", " +
+                  (same ? "both GEMMs " + gate_up.to_string()
+                        : "gate_up " + gate_up.to_string() + "; down " + down.to_string()) +
+                  "; down K in " + std::to_string(down_k_splits) + " split(s), " +
                   (fused_routing ? "routing inside the GEMMs, " : "routing kernel, ") +
                   (finalize == FinalizeMode::kDeterministic ? "deterministic" : "atomic") + " finalize" +
                   (programmatic_launch ? ", programmatic launch" : "");
@@ -44,28 +50,57 @@ std::string block_ms_text() {
 
 }  // namespace
 
-int pick_config(const PlanContext& c, int block_m, int64_t pairs) {
-  int best = -1, ws = -1;
+GemmDims gate_up_dims(const MoeShape& s) { return GemmDims{2 * s.intermediate, s.hidden}; }
+GemmDims down_dims(const MoeShape& s) { return GemmDims{s.hidden, s.intermediate}; }
+
+int pick_config(const PlanContext& c, KernelFamily family, int block_m, int64_t pairs, GemmDims g) {
   const auto& v = *c.configs;
-  for (int i = 0; i < static_cast<int>(v.size()); ++i) {
-    const auto& cfg = v[static_cast<size_t>(i)].config;
-    if (cfg.tile.block_m != block_m) continue;
-    if (cfg.tile.family == KernelFamily::kWarpSpecialized) {
-      ws = i;
-      continue;
+  auto fits = [&](const catalogue::ShippedConfig& cfg, bool small_k) {
+    return cfg.tile.family == family && cfg.tile.block_m == block_m && cfg.tile.small_k == small_k &&
+           g.n % cfg.tile.block_n == 0 && g.k % cfg.tile.block_k == 0;
+  };
+  for (bool small_k : {false, true}) {  // a primary tile, else a small-K one
+    int best = -1;
+    for (int i = 0; i < static_cast<int>(v.size()); ++i) {
+      const auto& cfg = v[static_cast<size_t>(i)].config;
+      if (!fits(cfg, small_k)) continue;
+      const bool better = best < 0 || (pairs <= kDeepPipelineMaxPairs
+                                           ? cfg.blocks_per_sm < v[static_cast<size_t>(best)].config.blocks_per_sm
+                                           : cfg.blocks_per_sm > v[static_cast<size_t>(best)].config.blocks_per_sm);
+      if (better) best = i;
     }
-    const bool better = best < 0 || (pairs <= kDeepPipelineMaxPairs
-                                         ? cfg.blocks_per_sm < v[static_cast<size_t>(best)].config.blocks_per_sm
-                                         : cfg.blocks_per_sm > v[static_cast<size_t>(best)].config.blocks_per_sm);
-    if (better) best = i;
+    if (best >= 0) return best;
   }
-  if (ws >= 0 && !fuses_routing(c, best, pairs)) return ws;
-  return best >= 0 ? best : ws;
+  return -1;
 }
 
-bool fuses_routing(const PlanContext& c, int index, int64_t pairs) {
-  return c.options->fuse_small_routing && pairs >= 1 && pairs <= kMaxFusedRoutingPairs && index >= 0 &&
-         (*c.configs)[static_cast<size_t>(index)].config.tile.fused_routing;
+bool choose_configs(const PlanContext& c, int block_m, int64_t pairs, GemmChoice* out) {
+  const GemmDims dims[2] = {gate_up_dims(*c.shape), down_dims(*c.shape)};
+  int multistage[2], ws[2];
+  for (int g = 0; g < 2; ++g) {
+    multistage[g] = pick_config(c, KernelFamily::kMultistage, block_m, pairs, dims[g]);
+    ws[g] = pick_config(c, KernelFamily::kWarpSpecialized, block_m, pairs, dims[g]);
+  }
+  // Routing inside the GEMMs needs both GEMMs' kernels to do it (gate_up's block 0 writes the tables the finalize
+  // reads; down reads its routing from registers before its programmatic wait).
+  const bool fuse = c.options->fuse_small_routing && pairs >= 1 && pairs <= kMaxFusedRoutingPairs && multistage[0] >= 0 &&
+                    multistage[1] >= 0 && (*c.configs)[static_cast<size_t>(multistage[0])].config.tile.fused_routing &&
+                    (*c.configs)[static_cast<size_t>(multistage[1])].config.tile.fused_routing;
+  GemmChoice ch;
+  ch.fused_routing = fuse;
+  ch.gate_up = !fuse && ws[0] >= 0 ? ws[0] : multistage[0] >= 0 ? multistage[0] : ws[0];
+  ch.down = !fuse && ws[1] >= 0 ? ws[1] : multistage[1] >= 0 ? multistage[1] : ws[1];
+  if (ch.gate_up < 0 || ch.down < 0) return false;
+  *out = ch;
+  return true;
+}
+
+double expected_local_experts(const MoeShape& s, int64_t tokens) {
+  // Each token picks k distinct experts uniformly out of the model's: one of this layer's stays idle with
+  // probability (1 - k/E_global)^T.
+  const double eg = static_cast<double>(s.global_experts());
+  return static_cast<double>(s.num_experts) *
+         (1.0 - std::pow(1.0 - static_cast<double>(s.top_k) / eg, static_cast<double>(tokens)));
 }
 
 int heuristic_block_m(const PlanContext& c, int64_t num_tokens) {
@@ -73,30 +108,33 @@ int heuristic_block_m(const PlanContext& c, int64_t num_tokens) {
   // chunk should hold nearly every expert's tokens, but no more: unused 8-token MMA tiles are skipped, yet a
   // larger tile has fewer resident warps.
   const MoeShape& s = *c.shape;
-  const double mean = static_cast<double>(num_tokens) * static_cast<double>(s.top_k) / static_cast<double>(s.num_experts);
+  const int64_t pairs = num_tokens * s.top_k;
+  const double mean = static_cast<double>(pairs) / static_cast<double>(s.global_experts());
   const double busiest = mean + 3.0 * std::sqrt(mean);
-  const int s16 = pick_config(c, 16, num_tokens * s.top_k);
-  const bool ws16 = s16 >= 0 && (*c.configs)[static_cast<size_t>(s16)].config.tile.family == KernelFamily::kWarpSpecialized;
-  const BlockMThresholds t = ws16 ? kThresholdsWarpSpecialized16 : kThresholdsMultistage16;
+  const int ws16 = pick_config(c, KernelFamily::kWarpSpecialized, 16, pairs, gate_up_dims(s));
+  const BlockMThresholds t = ws16 >= 0 ? kThresholdsWarpSpecialized16 : kThresholdsMultistage16;
   const int want = busiest <= t.to8 ? 8 : busiest <= t.to16 ? 16 : busiest <= t.to32 ? 32 : 64;
-  int best = 0;
+  int best = 0, largest = 0;
+  GemmChoice ch;
   for (const auto& r : *c.configs) {
     const int m = r.config.tile.block_m;
+    if (!choose_configs(c, m, pairs, &ch)) continue;
+    largest = std::max(largest, m);
     if (m >= want && (best == 0 || m < best)) best = m;
   }
-  if (best == 0)
-    for (const auto& r : *c.configs) best = std::max(best, r.config.tile.block_m);
-  return best;
+  return best != 0 ? best : largest;
 }
 
 int heuristic_down_k_splits(const PlanContext& c, int64_t num_tokens, int index) {
   const MoeShape& s = *c.shape;
   if (num_tokens > kMaxSplitTokens || index < 0 || !down_k_splits_supported(s, 2)) return 1;
+  const ResidentConfig& r = (*c.configs)[static_cast<size_t>(index)];
+  if ((s.intermediate / r.config.tile.block_k) % 2 != 0) return 1;
   // Items of the down GEMM: chunks (about the experts with a token under uniform routing, or pairs / block_m)
   // x N tiles x splits, walked by the persistent blocks in rounds.
-  const ResidentConfig& r = (*c.configs)[static_cast<size_t>(index)];
-  const double pairs = static_cast<double>(num_tokens) * static_cast<double>(s.top_k);
-  const double chunks = std::max(expected_active_experts(s, num_tokens), pairs / r.config.tile.block_m);
+  const double local_pairs = static_cast<double>(num_tokens) * static_cast<double>(s.top_k) *
+                             static_cast<double>(s.num_experts) / static_cast<double>(s.global_experts());
+  const double chunks = std::max(expected_local_experts(s, num_tokens), local_pairs / r.config.tile.block_m);
   const double tiles = chunks * static_cast<double>(s.hidden / r.config.tile.block_n);
   auto fill = [&](int splits) {
     const double items = tiles * splits;
@@ -105,14 +143,30 @@ int heuristic_down_k_splits(const PlanContext& c, int64_t num_tokens, int index)
   return fill(2) >= fill(1) + kSplitFillGain ? 2 : 1;
 }
 
+namespace {
+MoeGemmPlan gemm_plan(const ResidentConfig& r) {
+  MoeGemmPlan g;
+  g.family = r.config.tile.family;
+  g.block_n = r.config.tile.block_n;
+  g.block_k = r.config.tile.block_k;
+  g.stages = r.config.stages;
+  g.threads = r.config.threads;
+  g.smem_bytes = r.config.smem_bytes;
+  g.grid = r.grid;
+  g.wgmma = g.family == KernelFamily::kWarpSpecialized ||
+            moe_gemm_act_layout(r.config.cc, r.config.tile.block_m) == MoeActLayout::kSwizzled128;
+  return g;
+}
+}  // namespace
+
 Status make_run_plan(const PlanContext& c, int64_t num_tokens, int block_m, int down_k_splits, MoeRunPlan* out,
-                     int* index) {
+                     GemmChoice* choice) {
   const MoeShape& s = *c.shape;
   const MoeLayerOptions& o = *c.options;
   FP4MOE_RETURN_IF_ERROR(check_tokens(s, num_tokens, down_k_splits));
   if (down_k_splits != 0 && !down_k_splits_supported(s, down_k_splits))
-    return invalid_argument("down_k_splits must be 0 (the layer's choice) or 1, 2, 4 or 8 dividing intermediate / 256 = " +
-                            std::to_string(s.intermediate / 256) + ", got " + std::to_string(down_k_splits));
+    return invalid_argument("down_k_splits must be 0 (the layer's choice) or 1, 2, 4 or 8 dividing intermediate / 64 = " +
+                            std::to_string(s.intermediate / 64) + ", got " + std::to_string(down_k_splits));
   const int64_t pairs = num_tokens * s.top_k;
   // block_m: the caller's, the options', the tuning cache's for the tokens bucket, else the heuristic's.
   int bm = block_m;
@@ -132,43 +186,50 @@ Status make_run_plan(const PlanContext& c, int64_t num_tokens, int block_m, int 
       source = "block_m from the heuristic";
     }
   }
-  const int i = pick_config(c, bm, pairs);
-  if (i < 0)
-    return invalid_argument("block_m " + std::to_string(bm) + " has no kernel config on this GPU (shipped block_ms: " + block_ms_text() + ")");
+  GemmChoice ch;
+  if (!choose_configs(c, bm, pairs, &ch))
+    return invalid_argument("block_m " + std::to_string(bm) + " has no kernel config on this GPU for both GEMMs of this shape " +
+                            "(shipped block_ms: " + block_ms_text() + ")");
+  const ResidentConfig& down = (*c.configs)[static_cast<size_t>(ch.down)];
   int splits = down_k_splits;
-  if (splits == 0) splits = tuned != nullptr ? tuned->down_k_splits : heuristic_down_k_splits(c, num_tokens, i);
-  else source += ", down K splits from the caller";
+  if (splits == 0) {
+    splits = tuned != nullptr ? tuned->down_k_splits : heuristic_down_k_splits(c, num_tokens, ch.down);
+    if ((s.intermediate / down.config.tile.block_k) % splits != 0) splits = 1;  // (a tuned count for another tile)
+  } else {
+    source += ", down K splits from the caller";
+    if ((s.intermediate / down.config.tile.block_k) % splits != 0)
+      return invalid_argument("down_k_splits " + std::to_string(splits) + " does not divide the down GEMM's " +
+                              std::to_string(s.intermediate / down.config.tile.block_k) + " K tiles of " +
+                              std::to_string(down.config.tile.block_k) + " at block_m " + std::to_string(bm));
+  }
   FP4MOE_RETURN_IF_ERROR(check_tokens(s, num_tokens, splits));
-  const ResidentConfig& r = (*c.configs)[static_cast<size_t>(i)];
   MoeRunPlan p;
   p.num_tokens = num_tokens;
-  p.family = r.config.tile.family;
-  p.block_m = r.config.tile.block_m;
-  p.block_n = r.config.tile.block_n;
-  p.block_k = r.config.tile.block_k;
-  p.stages = r.config.stages;
-  p.threads = r.config.threads;
-  p.smem_bytes = r.config.smem_bytes;
-  p.grid = r.grid;
-  p.wgmma = p.family == KernelFamily::kWarpSpecialized || moe_gemm_act_layout(r.config.cc, p.block_m) == MoeActLayout::kSwizzled128;
+  p.block_m = bm;
+  p.gate_up = gemm_plan((*c.configs)[static_cast<size_t>(ch.gate_up)]);
+  p.down = gemm_plan(down);
   p.down_k_splits = splits;
-  p.fused_routing = fuses_routing(c, i, pairs);
+  p.fused_routing = ch.fused_routing;
   p.programmatic_launch = o.programmatic_launch && c.arch >= 90;
   p.finalize = o.finalize;
   p.source = source;
   *out = p;
-  if (index) *index = i;
+  if (choice) *choice = ch;
   return Status::ok();
 }
 
 int64_t max_partial_rows(const PlanContext& c, int64_t max_tokens, int forced_splits) {
   const MoeShape& s = *c.shape;
   int64_t rows = max_tokens * s.top_k * std::max(1, forced_splits);
-  // The layer's own split choices: the heuristic's at small T on every resident config (a caller may force any
-  // block_m), and every tuned bucket (bucket b serves T in (b/2, b]).
+  // The layer's own split choices: the heuristic's at small T for every block_m (a caller may force any), and
+  // every tuned bucket (bucket b serves T in (b/2, b]).
+  std::vector<int> block_ms = shipped_block_ms();
+  block_ms.push_back(0);
   for (int64_t t = 1; t <= std::min(max_tokens, kMaxSplitTokens); ++t)
-    for (int i = 0; i < static_cast<int>(c.configs->size()); ++i)
-      rows = std::max(rows, t * s.top_k * heuristic_down_k_splits(c, t, i));
+    for (int bm : block_ms) {
+      MoeRunPlan p;
+      if (make_run_plan(c, t, bm, 0, &p, nullptr).is_ok()) rows = std::max(rows, t * s.top_k * p.down_k_splits);
+    }
   for (const auto& [bucket, choice] : *c.tuned)
     if (bucket / 2 < max_tokens) rows = std::max(rows, std::min(bucket, max_tokens) * s.top_k * choice.down_k_splits);
   return rows;
@@ -178,14 +239,23 @@ Status check_shape(const MoeShape& s, const MoeLayerOptions& o) {
   constexpr int64_t kMaxExperts = 1024;
   if (s.num_experts < 1 || s.num_experts > kMaxExperts)
     return invalid_argument("num_experts must be in [1, 1024], got " + std::to_string(s.num_experts));
-  if (s.top_k < 1 || s.top_k > s.num_experts)
-    return invalid_argument("top_k must be in [1, num_experts], got " + std::to_string(s.top_k) + " with " +
-                            std::to_string(s.num_experts) + " experts");
+  // Expert parallelism: this layer's experts are [first_expert, first_expert + E) of num_global_experts.
+  constexpr int64_t kMaxGlobalExperts = int64_t{1} << 20;
+  if (s.num_global_experts < 0 || s.num_global_experts > kMaxGlobalExperts)
+    return invalid_argument("num_global_experts must be 0 (= num_experts) or in [1, 2^20], got " +
+                            std::to_string(s.num_global_experts));
+  if (s.first_expert < 0 || s.first_expert > s.global_experts() - s.num_experts)
+    return invalid_argument("the layer's experts [first_expert, first_expert + num_experts) = [" +
+                            std::to_string(s.first_expert) + ", " + std::to_string(s.first_expert + s.num_experts) +
+                            ") must lie in [0, num_global_experts = " + std::to_string(s.global_experts()) + ")");
+  if (s.top_k < 1 || s.top_k > s.global_experts())
+    return invalid_argument("top_k must be in [1, num_global_experts], got " + std::to_string(s.top_k) + " with " +
+                            std::to_string(s.global_experts()) + " experts");
   if (s.hidden <= 0 || s.hidden % 256 != 0)
     return unsupported("hidden must be a positive multiple of 256 (gate_up's K tile; down's N tile, 128 or 256), got " +
                        std::to_string(s.hidden));
-  if (s.intermediate <= 0 || s.intermediate % 256 != 0)
-    return unsupported("intermediate must be a positive multiple of 256 (down's K tile), got " +
+  if (s.intermediate <= 0 || s.intermediate % 64 != 0)
+    return unsupported("intermediate must be a positive multiple of 64 (down's smallest K tile), got " +
                        std::to_string(s.intermediate));
   // E * 2I * H elements at most 2^40, computed without overflow.
   int64_t n = 0;

@@ -47,21 +47,39 @@ struct PlanContext {
   const std::map<int64_t, TunedChoice>* tuned = nullptr;  // tokens bucket -> choice
 };
 
-// The config of `block_m` for a call with `pairs` (token, expert) pairs: the warp-specialized one where resident,
-// unless the call is few enough pairs for a multistage config of that block_m to route them itself; among
-// multistage configs of one block_m, the deeper pipeline up to kDeepPipelineMaxPairs pairs, the one with more
-// warps above. -1 when none has that block_m.
-int pick_config(const PlanContext& c, int block_m, int64_t pairs);
-// Whether a call of `pairs` pairs on config `index` routes inside the GEMM kernels.
-bool fuses_routing(const PlanContext& c, int index, int64_t pairs);
-// The heuristic's block_m for T tokens (the smallest resident block_m at or above the thresholds' choice).
-int heuristic_block_m(const PlanContext& c, int64_t num_tokens);
-// The heuristic's down-GEMM K splits for T tokens on config `index`: 2 where that fills the rounds better, else 1.
-int heuristic_down_k_splits(const PlanContext& c, int64_t num_tokens, int index);
+// A GEMM's N and K: gate_up (2I, H) and down (H, I).
+struct GemmDims {
+  int64_t n = 0, k = 0;
+};
+GemmDims gate_up_dims(const MoeShape& s);
+GemmDims down_dims(const MoeShape& s);
 
-// The whole decision for one call (block_m and down_k_splits: 0 = the layer's choice). *index: the config.
+// The resident config of `family` and `block_m` for one GEMM: among those whose tile divides it, a primary tile
+// over a small-K one; among multistage ones, where two are built (sm_90's 8-token tile at 2 and 3 blocks per SM),
+// the deeper pipeline up to kDeepPipelineMaxPairs pairs and the one with more warps above. -1 when none.
+int pick_config(const PlanContext& c, KernelFamily family, int block_m, int64_t pairs, GemmDims g);
+
+// The configs of block_m for both GEMMs of a call with `pairs` pairs: the warp-specialized ones where resident,
+// unless the call is few enough pairs for multistage configs of both GEMMs to route them themselves. false when a
+// GEMM has no config of that block_m.
+struct GemmChoice {
+  int gate_up = -1, down = -1;
+  bool fused_routing = false;
+};
+bool choose_configs(const PlanContext& c, int block_m, int64_t pairs, GemmChoice* out);
+
+// The heuristic's block_m for T tokens: the smallest block_m at or above the thresholds' choice that has configs
+// for both GEMMs (the busiest expert counts tokens over the model's experts: num_global_experts).
+int heuristic_block_m(const PlanContext& c, int64_t num_tokens);
+// The heuristic's down-GEMM K splits for T tokens on down config `index`: 2 where that fills the rounds better
+// and the config's K tiles divide in two, else 1.
+int heuristic_down_k_splits(const PlanContext& c, int64_t num_tokens, int index);
+// Experts of this layer that T tokens of uniform routing reach, on average (EP: of its num_experts local ones).
+double expected_local_experts(const MoeShape& s, int64_t num_tokens);
+
+// The whole decision for one call (block_m and down_k_splits: 0 = the layer's choice). *choice: the configs.
 Status make_run_plan(const PlanContext& c, int64_t num_tokens, int block_m, int down_k_splits, MoeRunPlan* out,
-                     int* index);
+                     GemmChoice* choice);
 
 // Largest fp32 partial rows (T * k * splits) any plan with down_k_splits = 0 (or `forced_splits`) can need for
 // T <= max_tokens: the deterministic finalize's buffer.

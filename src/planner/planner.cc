@@ -8,8 +8,11 @@
 #include <cmath>
 #include <iterator>
 #include <limits>
+#include <map>
 
 #include "fp4moe/build_info.h"
+#include "fp4moe/tuning.h"
+#include "src/moe/run_plan.h"
 #include "kernels/moe_gemm_catalogue.h"
 #include "kernels/moe_gemm_layout.h"
 
@@ -246,8 +249,10 @@ KernelPlan plan_one(const std::string& gemm, int64_t n, int64_t k, int bm, int b
   const int threads = bn / 16 * 32 + (ws ? kWsProducerThreads : 0);
   p.blocks_per_sm_smem = static_cast<int>(a.smem_per_sm / (p.smem.total + a.reserved_smem_per_block));
   p.blocks_per_sm_threads = a.max_threads_per_sm / threads;
-  p.blocks_per_sm = std::min({p.blocks_per_sm_smem, p.blocks_per_sm_threads, a.max_blocks_per_sm});
-  if (ws) p.blocks_per_sm = std::min(p.blocks_per_sm, 1);  // __launch_bounds__(threads, 1): 65,536 / threads registers
+  // A multistage config is planned (its stage count, its __launch_bounds__ register cap) for its target blocks per
+  // SM; a warp-specialized one for one (__launch_bounds__(threads, 1): 65,536 / threads registers).
+  p.blocks_per_sm = std::min({p.blocks_per_sm_smem, p.blocks_per_sm_threads, a.max_blocks_per_sm,
+                              ws ? 1 : moe_gemm_blocks_per_sm(target_blocks, a.cc)});
   const auto L = p.smem;
   const std::string parts = with_commas(L.total) + " B = " + std::to_string(p.stages) + " stages x " +
                             with_commas(L.stage_bytes) + " (weights " + with_commas(L.weight_tile) + " + scales " +
@@ -282,7 +287,7 @@ KernelPlan plan_one(const std::string& gemm, int64_t n, int64_t k, int bm, int b
 }  // namespace
 
 bool down_k_splits_supported(const MoeShape& s, int64_t q) {
-  return (q == 1 || q == 2 || q == 4 || q == 8) && s.intermediate > 0 && s.intermediate % (256 * q) == 0;
+  return (q == 1 || q == 2 || q == 4 || q == 8) && s.intermediate > 0 && s.intermediate % (64 * q) == 0;
 }
 
 std::vector<int> shipped_block_ms() {
@@ -339,9 +344,31 @@ Status plan_kernels(const MoeShape& s, const ArchInfo& a, std::optional<std::vec
 }
 
 double expected_active_experts(const MoeShape& s, int64_t tokens) {
-  // Each token picks k distinct experts uniformly: an expert stays idle with probability (1 - k/E)^T.
-  const double E = static_cast<double>(s.num_experts);
-  return E * (1.0 - std::pow(1.0 - static_cast<double>(s.top_k) / E, static_cast<double>(tokens)));
+  // Each token picks k distinct experts of the model's uniformly: one stays idle with probability (1 - k/E_g)^T.
+  return detail::expected_local_experts(s, tokens);
+}
+
+Status shard_kernel_tiles(const MoeShape& shape, const ArchInfo& arch, std::vector<ShardTiles>* out) {
+  if (out == nullptr) return invalid_argument("shard_kernel_tiles: output is null");
+  const MoeLayerOptions options;
+  FP4MOE_RETURN_IF_ERROR(detail::check_shape(shape, options));
+  std::vector<detail::ResidentConfig> configs;
+  for (size_t i = 0; i < catalogue::kNumTiles; ++i)
+    if (catalogue::kernels_planned_for(arch.cc) && catalogue::tile_on(i, kernel_arch_family(arch.cc)))
+      configs.push_back(detail::ResidentConfig{catalogue::config_on(i, kernel_arch_family(arch.cc)), 1});
+  const std::map<int64_t, TunedChoice> none;
+  detail::PlanContext c{&shape, &options, kernel_arch_family(arch.cc), &configs, &none};
+  auto name = [&](int i) {
+    const auto& t = configs[static_cast<size_t>(i)].config.tile;
+    return std::string(kernel_family_name(t.family)) + " " + std::to_string(t.block_n) + "x" + std::to_string(t.block_k);
+  };
+  std::vector<ShardTiles> rows;
+  for (int bm : shipped_block_ms()) {
+    detail::GemmChoice ch;
+    if (detail::choose_configs(c, bm, int64_t{1} << 20, &ch)) rows.push_back(ShardTiles{bm, name(ch.gate_up), name(ch.down)});
+  }
+  *out = std::move(rows);
+  return Status::ok();
 }
 
 double moe_weight_bytes(const MoeShape& s, double active_experts) {

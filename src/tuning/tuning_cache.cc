@@ -38,22 +38,22 @@ int64_t tokens_bucket(int64_t tokens) {
 }
 
 std::optional<TunedChoice> TuningCache::lookup(const MoeShape& s, FinalizeMode mode, int64_t tokens) const {
-  const auto it = entries_.find(Key{s.num_experts, s.hidden, s.intermediate, s.top_k, static_cast<int>(mode),
-                                    tokens_bucket(tokens)});
+  const auto it = entries_.find(Key{s.num_experts, s.global_experts(), s.hidden, s.intermediate, s.top_k,
+                                    static_cast<int>(mode), tokens_bucket(tokens)});
   if (it == entries_.end()) return std::nullopt;
   return it->second;
 }
 
 void TuningCache::record(const MoeShape& s, FinalizeMode mode, int64_t bucket, TunedChoice choice) {
-  entries_[Key{s.num_experts, s.hidden, s.intermediate, s.top_k, static_cast<int>(mode), bucket}] = choice;
+  entries_[Key{s.num_experts, s.global_experts(), s.hidden, s.intermediate, s.top_k, static_cast<int>(mode), bucket}] = choice;
 }
 
 std::map<int64_t, TunedChoice> TuningCache::choices_for(const MoeShape& s, FinalizeMode mode) const {
   std::map<int64_t, TunedChoice> out;
   for (const auto& [k, v] : entries_)
-    if (std::get<0>(k) == s.num_experts && std::get<1>(k) == s.hidden && std::get<2>(k) == s.intermediate &&
-        std::get<3>(k) == s.top_k && std::get<4>(k) == static_cast<int>(mode))
-      out[std::get<5>(k)] = v;
+    if (std::get<0>(k) == s.num_experts && std::get<1>(k) == s.global_experts() && std::get<2>(k) == s.hidden &&
+        std::get<3>(k) == s.intermediate && std::get<4>(k) == s.top_k && std::get<5>(k) == static_cast<int>(mode))
+      out[std::get<6>(k)] = v;
   return out;
 }
 
@@ -65,11 +65,12 @@ std::string TuningCache::to_json() const {
   nlohmann::json arr = nlohmann::json::array();
   for (const auto& [k, v] : entries_)
     arr.push_back({{"experts", std::get<0>(k)},
-                   {"hidden", std::get<1>(k)},
-                   {"intermediate", std::get<2>(k)},
-                   {"top_k", std::get<3>(k)},
-                   {"finalize", mode_name(static_cast<FinalizeMode>(std::get<4>(k)))},
-                   {"tokens_bucket", std::get<5>(k)},
+                   {"global_experts", std::get<1>(k)},
+                   {"hidden", std::get<2>(k)},
+                   {"intermediate", std::get<3>(k)},
+                   {"top_k", std::get<4>(k)},
+                   {"finalize", mode_name(static_cast<FinalizeMode>(std::get<5>(k)))},
+                   {"tokens_bucket", std::get<6>(k)},
                    {"block_m", v.block_m},
                    {"down_k_splits", v.down_k_splits},
                    {"us", v.us}});
@@ -138,18 +139,20 @@ Status TuningCache::parse(const std::string& text, const TuningEnvironment& env,
   const auto ms = shipped_block_ms();
   for (const auto& x : entries) {
     if (!x.is_object()) return reject("an entry is not an object");
-    int64_t E = 0, H = 0, I = 0, K = 0, bucket = 0, bm = 0, splits = 0;
+    int64_t E = 0, G = 0, H = 0, I = 0, K = 0, bucket = 0, bm = 0, splits = 0;
     std::string mode;
-    if (!int_field(x, "experts", 0, &E) || !int_field(x, "hidden", 0, &H) || !int_field(x, "intermediate", 0, &I) ||
+    if (!int_field(x, "experts", 0, &E) || !int_field(x, "global_experts", 0, &G) || !int_field(x, "hidden", 0, &H) ||
+        !int_field(x, "intermediate", 0, &I) ||
         !int_field(x, "top_k", 0, &K) || !int_field(x, "tokens_bucket", 0, &bucket) ||
         !int_field(x, "block_m", 0, &bm) || !int_field(x, "down_k_splits", 1, &splits) || !str_field(x, "finalize", &mode) ||
         (x.contains("us") && !x["us"].is_number()))
       return reject("an entry has a missing field or one of the wrong type");
-    if (E <= 0 || H <= 0 || I <= 0 || K <= 0 || bucket <= 0 || (mode != "deterministic" && mode != "atomic") ||
+    if (G == 0) G = E;  // (written before expert parallelism: the layer held every expert)
+    if (E <= 0 || G < E || H <= 0 || I <= 0 || K <= 0 || bucket <= 0 || (mode != "deterministic" && mode != "atomic") ||
         std::find(ms.begin(), ms.end(), bm) == ms.end() ||
         !down_k_splits_supported(MoeShape{E, H, I, K}, splits))
       return reject("an entry has invalid fields");
-    c.record(MoeShape{E, H, I, K}, mode == "atomic" ? FinalizeMode::kAtomic : FinalizeMode::kDeterministic, bucket,
+    c.record(MoeShape{E, H, I, K, G, 0}, mode == "atomic" ? FinalizeMode::kAtomic : FinalizeMode::kDeterministic, bucket,
              TunedChoice{static_cast<int>(bm), x.contains("us") ? x["us"].get<double>() : 0.0, static_cast<int>(splits)});
   }
   *out = std::move(c);

@@ -85,6 +85,22 @@ bad 2 plan --arch sm_90 --gpu H200
 out=$("$tool" plan --cutlass 3.1 2>/dev/null)
 check "plan --cutlass 3.1 prints nothing but the error" test -z "$out"
 check "plan --floors --json is JSON" sh -c "'$tool' plan --floors --json | python3 -c 'import json, sys; j = json.load(sys.stdin); assert j[\"floors\"]'"
+# Shards and custom shapes.
+good plan --tp 8
+good plan --ep 8 --arch sm_120
+good plan --shape 32,6144,256,8 --arch sm_90
+good plan --model qwen3-235b --tp 8
+good plan --shards
+good plan --shards --json
+good plan --floors --ep 8
+bad 2 plan --tp 3
+bad 2 plan --model qwen3-30b --tp 8
+bad 2 plan --ep 7
+bad 2 plan --shape 1,2,3
+bad 2 plan --shape 32,6144,100,8
+bad 2 plan --shards --tp 8
+check "plan --tp 8 names the shard" sh -c "'$tool' plan --tp 8 --arch sm_90 | grep -q 'TP8 shard (E=256 H=6144 I=256 k=8)'"
+check "plan --shards lists Qwen3-235B TP8 with the small-K down tile" sh -c "'$tool' plan --shards | grep 'qwen3-235b *TP8' | grep -q 'multistage 128x64'"
 # Output files: checked before any work, written atomically, never over a device or a FIFO.
 bad 2 report --out /nonexistent-dir/report.json
 bad 2 report --out /dev/full --no-timing

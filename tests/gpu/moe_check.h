@@ -74,12 +74,13 @@ struct Case {
   int down_k_splits = 0;  // 0: the layer's choice
   bool pdl = true;        // MoeLayerOptions::programmatic_launch
   bool warp_specialized = true;  // MoeLayerOptions::warp_specialized (sm_90's 16-, 32- and 64-token tiles)
+  int kernel_arch = 0;           // MoeLayerOptions::kernel_arch (120: the sm_120 configs on the H200)
   std::string name() const {
     return "T" + std::to_string(T) + "_E" + std::to_string(E) + "_H" + std::to_string(H) + "_I" + std::to_string(I) +
            "_k" + std::to_string(k) + "_" + testing::routing_name(routing) + "_bm" + std::to_string(block_m) +
            (finalize == FinalizeMode::kAtomic ? "_atomic" : "_det") + (gate_first ? "_gatefirst" : "_upfirst") +
            (dequant_kind ? "_ws2" : "") + "_splits" + std::to_string(down_k_splits) + (pdl ? "" : "_nopdl") +
-           (warp_specialized ? "" : "_not_warp_specialized");
+           (warp_specialized ? "" : "_not_warp_specialized") + (kernel_arch ? "_kernels_sm" + std::to_string(kernel_arch) : "");
   }
 };
 
@@ -93,6 +94,7 @@ inline MoeLayerOptions options_for(const Case& c) {
   o.global_scale_kind = c.dequant_kind ? GlobalScaleKind::kDequantize : GlobalScaleKind::kQuantize;
   o.programmatic_launch = c.pdl;
   o.warp_specialized = c.warp_specialized;
+  o.kernel_arch = c.kernel_arch;
   o.tuning_cache = "none";
   return o;
 }

@@ -245,11 +245,11 @@ TEST(MoeGpu, WarpSpecializedAndMultistageTilesMatchTheReference) {
       run_case(c, &p);
       if (HasFatalFailure()) return;
       const MoeRunPlan rp = plan_of(p.layer, c.T);
-      EXPECT_EQ(rp.family == KernelFamily::kWarpSpecialized, ws) << rp.to_string();
-      EXPECT_EQ(rp.wgmma, ws || rp.block_m >= 32) << rp.to_string();
-      EXPECT_FALSE((plan_of(p.layer, c.T, 8).family == KernelFamily::kWarpSpecialized)) << "the 8-token tile has no such kernels";
-      EXPECT_EQ((plan_of(p.layer, c.T, 16).family == KernelFamily::kWarpSpecialized), ws) << "(every case has more than 32 pairs)";
-      EXPECT_FALSE((plan_of(p.layer, 1, 16).family == KernelFamily::kWarpSpecialized)) << "at most 32 pairs: the multistage kernels route them";
+      EXPECT_EQ(rp.gate_up.family == KernelFamily::kWarpSpecialized, ws) << rp.to_string();
+      EXPECT_EQ(rp.gate_up.wgmma, ws || rp.block_m >= 32) << rp.to_string();
+      EXPECT_FALSE((plan_of(p.layer, c.T, 8).gate_up.family == KernelFamily::kWarpSpecialized)) << "the 8-token tile has no such kernels";
+      EXPECT_EQ((plan_of(p.layer, c.T, 16).gate_up.family == KernelFamily::kWarpSpecialized), ws) << "(every case has more than 32 pairs)";
+      EXPECT_FALSE((plan_of(p.layer, 1, 16).gate_up.family == KernelFamily::kWarpSpecialized)) << "at most 32 pairs: the multistage kernels route them";
       EXPECT_TRUE(plan_of(p.layer, 1, 16).fused_routing);
       EXPECT_EQ(p.layer.describe(c.T).find("warp-specialized") != std::string::npos, ws) << p.layer.describe(c.T);
       if (c.finalize == FinalizeMode::kDeterministic) {

@@ -81,7 +81,9 @@ TEST(PlannerShipped, TheCompiledKernelSetsAreTheCatalogueConfigs) {
                  p.block_m == set.config.tile.block_m && p.block_n == set.config.tile.block_n &&
                  p.block_k == set.config.tile.block_k && p.stages == set.config.stages &&
                  p.smem.total == set.config.smem_bytes && p.blocks_per_sm == set.config.blocks_per_sm;
-      EXPECT_TRUE(found) << "sm_" << arch << " tile " << i;
+      EXPECT_TRUE(found) << "sm_" << arch << " tile " << i << ": " << set.config.tile.block_m << "x" << set.config.tile.block_n
+                         << "x" << set.config.tile.block_k << " stages " << set.config.stages << " smem "
+                         << set.config.smem_bytes << " blocks " << set.config.blocks_per_sm;
       EXPECT_EQ(set.gate_up_fused != nullptr, set.config.tile.fused_routing);
     }
     EXPECT_EQ(plans.size(), 2 * on_arch) << "sm_" << arch << ": two GEMMs per config";

@@ -157,10 +157,10 @@ TEST(Planner, ShippedConfigsFitSm90AndSm120ForGlm5) {
     ASSERT_TRUE(find_arch(arch, &a).is_ok());
     std::vector<KernelPlan> plans;
     ASSERT_TRUE(plan_kernels(m->shape, *a, std::nullopt, std::nullopt, &plans).is_ok());
-    // 4 tiles x 2 GEMMs; on sm_90 also the 8-token tile at 3 blocks per SM (5 stages at 2, 3 at 3) and the
-    // warp-specialized 16x256x128, 32x256x128 and 64x256x128 tiles (one block per SM; two 8-byte mbarriers per
-    // stage).
-    ASSERT_EQ(plans.size(), std::string(arch) == "sm_90" ? 16u : 8u);
+    // 4 tiles and 4 small-K tiles (K 64) x 2 GEMMs; on sm_90 also the 8-token tile at 3 blocks per SM (5 stages at
+    // 2, 3 at 3) and the warp-specialized 16x256x128, 32x256x128 and 64x256x128 tiles (one block per SM; two 8-byte
+    // mbarriers per stage), whose 32- and 64-token small-K tiles are warp-specialized there too.
+    ASSERT_EQ(plans.size(), std::string(arch) == "sm_90" ? 24u : 16u);
     if (std::string(arch) == "sm_90") {
       EXPECT_EQ(plans[0].block_m, 8);
       EXPECT_EQ(plans[0].stages, 5);
@@ -182,7 +182,7 @@ TEST(Planner, ShippedConfigsFitSm90AndSm120ForGlm5) {
         EXPECT_NE(p.reason.find("mbarriers"), std::string::npos) << p.reason;
         EXPECT_NE(p.reason.find("item records"), std::string::npos) << p.reason;
       }
-      EXPECT_EQ(ws, 6);  // the 16-, 32- and 64-token tiles, gate_up and down
+      EXPECT_EQ(ws, 10);  // the 16-, 32- and 64-token tiles and the 32- and 64-token small-K ones, gate_up and down
     }
     for (const auto& p : plans) EXPECT_TRUE(!p.warp_specialized || std::string(arch) == "sm_90");
     for (const auto& p : plans) {

@@ -53,11 +53,11 @@ TEST(RunPlan, H200Glm5TilesFollowTheBusiestExpert) {
   // in 2 rounds of 264 = 73% full, 768 in 3 = 97%).
   MoeRunPlan p = f.plan(1);
   EXPECT_EQ(p.block_m, 8);
-  EXPECT_EQ(p.family, KernelFamily::kMultistage);
-  EXPECT_EQ(p.grid, 2 * 132);
+  EXPECT_EQ(p.gate_up.family, KernelFamily::kMultistage);
+  EXPECT_EQ(p.gate_up.grid, 2 * 132);
   EXPECT_TRUE(p.fused_routing);
   EXPECT_EQ(p.down_k_splits, 2);
-  EXPECT_FALSE(p.wgmma);
+  EXPECT_FALSE(p.gate_up.wgmma);
   EXPECT_TRUE(p.programmatic_launch);
   EXPECT_NE(p.source.find("heuristic"), std::string::npos) << p.source;
   // T=4: 32 pairs, still fused. T=5: 40, the routing kernel.
@@ -66,21 +66,28 @@ TEST(RunPlan, H200Glm5TilesFollowTheBusiestExpert) {
   // T=128: busiest expert 10 (<= 12), the 8-token tile; 1024 pairs take its 3-block config.
   p = f.plan(128);
   EXPECT_EQ(p.block_m, 8);
-  EXPECT_EQ(p.grid, 3 * 132);
+  EXPECT_EQ(p.gate_up.grid, 3 * 132);
   // T=192: busiest 13.3: the warp-specialized 16-token tile. T=512: busiest 28: the 32-token one. T=1024: 64.
   p = f.plan(192);
   EXPECT_EQ(p.block_m, 16);
-  EXPECT_EQ(p.family, KernelFamily::kWarpSpecialized);
-  EXPECT_TRUE(p.wgmma);
-  EXPECT_EQ(p.grid, 132);
+  EXPECT_EQ(p.gate_up.family, KernelFamily::kWarpSpecialized);
+  EXPECT_TRUE(p.gate_up.wgmma);
+  EXPECT_EQ(p.gate_up.grid, 132);
   EXPECT_EQ(f.plan(512).block_m, 32);
   EXPECT_EQ(f.plan(1024).block_m, 64);
-  EXPECT_EQ(f.plan(4096).family, KernelFamily::kWarpSpecialized);
+  EXPECT_EQ(f.plan(4096).gate_up.family, KernelFamily::kWarpSpecialized);
   // Above kMaxSplitTokens the down GEMM is never split.
   EXPECT_EQ(f.plan(65).down_k_splits, 1);
+  // The unsharded shape: both GEMMs run the same config at every T.
+  for (int64_t T : {1, 8, 64, 192, 512, 4096}) {
+    const MoeRunPlan q = f.plan(T);
+    EXPECT_EQ(q.gate_up.family, q.down.family) << T;
+    EXPECT_EQ(q.gate_up.block_k, q.down.block_k) << T;
+    EXPECT_EQ(q.gate_up.grid, q.down.grid) << T;
+  }
   // to_string says it all in one line.
   const std::string s = f.plan(192).to_string();
-  for (const char* part : {"T=192", "warp-specialized 16x256x128", "stages", "wgmma", "deterministic finalize"})
+  for (const char* part : {"T=192", "block_m 16, both GEMMs warp-specialized 256x128", "stages", "wgmma", "deterministic finalize"})
     EXPECT_NE(s.find(part), std::string::npos) << part << " in " << s;
 }
 
@@ -93,14 +100,14 @@ TEST(RunPlan, MultistageThresholdsWithoutTheWarpSpecialized16TokenTile) {
   EXPECT_EQ(f.plan(192).block_m, 8);   // busiest 13.3
   EXPECT_EQ(f.plan(256).block_m, 16);  // busiest 16.5
   EXPECT_EQ(f.plan(384).block_m, 32);  // busiest 22.4
-  EXPECT_EQ(f.plan(192).family, KernelFamily::kMultistage);
-  EXPECT_FALSE(f.plan(512).wgmma) << "mma.sync on sm_120";
+  EXPECT_EQ(f.plan(192).gate_up.family, KernelFamily::kMultistage);
+  EXPECT_FALSE(f.plan(512).gate_up.wgmma) << "mma.sync on sm_120";
   Fixture g = h200();
   g.options.warp_specialized = false;
   g.configs = resident_on(90, 132, false);
   EXPECT_EQ(g.plan(192).block_m, 8);
-  EXPECT_EQ(g.plan(512).family, KernelFamily::kMultistage);
-  EXPECT_TRUE(g.plan(512).wgmma) << "the multistage 32-token tile multiplies with wgmma on sm_90";
+  EXPECT_EQ(g.plan(512).gate_up.family, KernelFamily::kMultistage);
+  EXPECT_TRUE(g.plan(512).gate_up.wgmma) << "the multistage 32-token tile multiplies with wgmma on sm_90";
 }
 
 TEST(RunPlan, CallerOptionsAndTuningCacheTakePrecedenceInThatOrder) {
@@ -120,8 +127,46 @@ TEST(RunPlan, CallerOptionsAndTuningCacheTakePrecedenceInThatOrder) {
   MoeRunPlan q;
   EXPECT_EQ(make_run_plan(f.ctx(), 3, 24, 0, &q, nullptr).code(), StatusCode::kInvalidArgument);
   EXPECT_EQ(make_run_plan(f.ctx(), 3, 0, 3, &q, nullptr).code(), StatusCode::kInvalidArgument);
-  f.shape.intermediate = 256;  // one K tile: no split divides it but 1
-  EXPECT_EQ(make_run_plan(f.ctx(), 3, 0, 2, &q, nullptr).code(), StatusCode::kInvalidArgument);
+  f.shape.intermediate = 256;  // two K tiles of 128 at block_m 32 (the options'): 4 splits do not divide them
+  EXPECT_TRUE(make_run_plan(f.ctx(), 3, 0, 2, &q, nullptr).is_ok());
+  EXPECT_EQ(make_run_plan(f.ctx(), 3, 0, 4, &q, nullptr).code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(make_run_plan(f.ctx(), 3, 8, 2, &q, nullptr).code(), StatusCode::kInvalidArgument) << "one K tile of 256";
+}
+
+// Shards: a tensor-parallel rank's I can be any multiple of 64 (its down GEMM takes the small-K tile where no
+// primary tile divides K); an expert-parallel rank's heuristic counts tokens over the model's experts.
+TEST(RunPlan, ShardsTakeSmallKTilesAndCountTokensOverTheModelsExperts) {
+  Fixture f = h200();
+  f.shape = MoeShape{128, 4096, 192, 8};  // Qwen3-235B-A22B at TP8: I = 1536 / 8
+  for (int64_t T : {1, 8, 64, 512, 4096}) {
+    const MoeRunPlan p = f.plan(T);
+    EXPECT_EQ(f.shape.intermediate % p.down.block_k, 0) << p.to_string();
+    EXPECT_EQ(p.down.block_k, 64) << p.to_string();
+    EXPECT_EQ(2 * f.shape.intermediate % p.gate_up.block_n, 0) << p.to_string();
+    EXPECT_EQ(p.down_k_splits, 1) << "3 K tiles of 64 do not split";
+  }
+  // 384 (TP4): the 64-token tiles' K of 128 divides it; the 8-token tile's 256 does not (small-K for down).
+  f.shape = MoeShape{128, 4096, 384, 8};
+  EXPECT_EQ(f.plan(4096).down.block_k, 128);
+  EXPECT_EQ(f.plan(1).down.block_k, 64);
+  EXPECT_EQ(f.plan(1).gate_up.block_k, 256);
+  EXPECT_TRUE(f.plan(1).fused_routing) << "the small-K decode tiles route too";
+  // GLM-5 at TP8 (I = 256) keeps the primary tiles; at EP8 (32 of 256 experts) the tile follows the model's
+  // experts: T=192 has a busiest expert of 13.3 either way.
+  f.shape = MoeShape{256, 6144, 256, 8};
+  EXPECT_EQ(f.plan(1).down.block_k, 256);
+  f.shape = MoeShape{32, 6144, 2048, 8, 256, 64};
+  EXPECT_EQ(f.plan(192).block_m, 16);
+  EXPECT_EQ(f.plan(128).block_m, 8);
+  EXPECT_NEAR(expected_local_experts(f.shape, 1), 1.0, 1e-9) << "8 of 256 experts: one of this rank's 32";
+  // An EP rank's shape rules: its experts inside the model's, top_k up to the model's experts.
+  const MoeLayerOptions o;
+  EXPECT_TRUE(check_shape(MoeShape{32, 6144, 2048, 8, 256, 224}, o).is_ok());
+  EXPECT_FALSE(check_shape(MoeShape{32, 6144, 2048, 8, 256, 225}, o).is_ok());
+  EXPECT_FALSE(check_shape(MoeShape{32, 6144, 2048, 8, 256, -1}, o).is_ok());
+  EXPECT_TRUE(check_shape(MoeShape{4, 6144, 2048, 8, 256, 0}, o).is_ok()) << "fewer local experts than top_k";
+  EXPECT_FALSE(check_shape(MoeShape{4, 6144, 2048, 8, 0, 0}, o).is_ok());
+  EXPECT_FALSE(check_shape(MoeShape{256, 6144, 96, 8}, o).is_ok()) << "I must be a multiple of 64";
 }
 
 TEST(RunPlan, WorkspaceRowsCoverEveryPlanTheLayerMakes) {

@@ -48,8 +48,9 @@ MoeRunPlan plan_of(const MoeLayer& l, int64_t T, int bm) {
 }
 
 // k distinct experts per token: uniform, or Zipf-distributed popularity over a random ranking of experts.
+// Ids are the model's (expert parallelism: this shard's experts are [first_expert, first_expert + E) of them).
 std::vector<int32_t> make_routing(const MoeBenchOptions& o, int64_t T, std::mt19937_64& rng) {
-  const int64_t E = o.shape.num_experts, K = o.shape.top_k;
+  const int64_t E = o.shape.global_experts(), K = o.shape.top_k;
   std::vector<double> cdf;
   std::vector<int32_t> rank(static_cast<size_t>(E));
   for (int32_t e = 0; e < E; ++e) rank[static_cast<size_t>(e)] = e;
@@ -112,6 +113,7 @@ Status run_moe_bench(const MoeBenchOptions& o, MoeBenchDevice* dev, std::vector<
   MoeLayerOptions base;
   if (!o.use_tuning_cache) base.tuning_cache = "none";
   base.warp_specialized = o.warp_specialized;
+  base.kernel_arch = o.kernel_arch;
   {
     DevBuf w13p, w13s, w2p, w2s, g13, g2;
     FP4MOE_RETURN_IF_ERROR(w13p.alloc(E * 2 * I * H / 2));
@@ -137,7 +139,7 @@ Status run_moe_bench(const MoeBenchOptions& o, MoeBenchDevice* dev, std::vector<
       // (A call of kMaxFusedRoutingPairs + 1 pairs: one the multistage kernels do not route themselves.)
       const int64_t probe_tokens = kMaxFusedRoutingPairs / o.shape.top_k + 1;
       bool have_ws = false;
-      for (int bm : shipped_block_ms()) have_ws = have_ws || plan_of(layer, probe_tokens, bm).family == KernelFamily::kWarpSpecialized;
+      for (int bm : shipped_block_ms()) have_ws = have_ws || plan_of(layer, probe_tokens, bm).gate_up.family == KernelFamily::kWarpSpecialized;
       if (!base.warp_specialized || have_ws)
         FP4MOE_RETURN_IF_ERROR(layer_other_ws.init(o.shape, other_ws, w13, w2, nullptr));
       plain.programmatic_launch = false;
@@ -191,8 +193,11 @@ Status run_moe_bench(const MoeBenchOptions& o, MoeBenchDevice* dev, std::vector<
     for (int s = 0; s < sets; ++s) {
       const std::vector<int32_t> h_ids = make_routing(o, T, rng);
       const std::vector<float> h_w(static_cast<size_t>(T * K), 1.0f / K);
-      std::vector<int> cnt(static_cast<size_t>(E), 0);
-      for (int32_t e : h_ids) ++cnt[static_cast<size_t>(e)];
+      std::vector<int> cnt(static_cast<size_t>(E), 0);  // this shard's experts
+      for (int32_t id : h_ids) {
+        const int64_t e = id - o.shape.first_expert;
+        if (e >= 0 && e < E) ++cnt[static_cast<size_t>(e)], r.local_pairs += 1;
+      }
       for (int c : cnt) {
         r.active += c > 0;
         r.max_per_expert = std::max(r.max_per_expert, c);
@@ -204,6 +209,7 @@ Status run_moe_bench(const MoeBenchOptions& o, MoeBenchDevice* dev, std::vector<
       BENCH_TRY(cudaMemcpy(wts[s].p, h_w.data(), T * K * 4, cudaMemcpyHostToDevice));
     }
     r.active /= sets;
+    r.local_pairs /= sets;
     int bm_override = 0, splits_override = 0;
     auto args = [&](int i) {
       MoeForwardArgs a;
@@ -256,7 +262,7 @@ Status run_moe_bench(const MoeBenchOptions& o, MoeBenchDevice* dev, std::vector<
       std::vector<std::pair<const MoeLayer*, double*>> variants = {
           {&layer, &r.layer_main_us}, {&layer_twin, &r.layer_twin_us}, {&layer_plain, &r.layer_plain_us},
           {&layer_atomic, &r.layer_atomic_us}};
-      if (plan_of(layer, T, r.block_m).family != plan_of(layer_other_ws, T, r.block_m).family)
+      if (plan_of(layer, T, r.block_m).gate_up.family != plan_of(layer_other_ws, T, r.block_m).gate_up.family)
         variants.push_back({&layer_other_ws, &r.layer_other_ws_us});
       if (plan_of(layer, T, r.block_m).fused_routing) variants.push_back({&layer_unfused, &r.layer_unfused_us});
       constexpr int kRounds = 3;
@@ -269,13 +275,54 @@ Status run_moe_bench(const MoeBenchOptions& o, MoeBenchDevice* dev, std::vector<
       }
       FP4MOE_RETURN_IF_ERROR(failed);
     }
+    if (o.graph) {
+      // The forward pass as a serving stack runs a decode step: captured in a CUDA graph (one per routing set, on a
+      // stream of its own), replayed in turn; launch gaps are then the graph's, not the host's.
+      cudaStream_t gs = nullptr;
+      BENCH_TRY(cudaStreamCreateWithFlags(&gs, cudaStreamNonBlocking));
+      std::vector<cudaGraphExec_t> execs(static_cast<size_t>(sets), nullptr);
+      Status captured;
+      auto cuda_failed = [&](const std::string& what) {
+        const Status e(StatusCode::kCudaError, what);
+        captured = e;
+      };
+      for (int s = 0; s < sets && captured.is_ok(); ++s) {
+        cudaGraph_t g = nullptr;
+        if (cudaStreamBeginCapture(gs, cudaStreamCaptureModeThreadLocal) != cudaSuccess) {
+          cuda_failed("cudaStreamBeginCapture failed");
+          break;
+        }
+        const Status st = layer.run(args(s), ws[s].p, ws_bytes, gs);
+        const cudaError_t end = cudaStreamEndCapture(gs, &g);
+        if (!st.is_ok()) captured = st;
+        else if (end != cudaSuccess) cuda_failed(std::string("capture: ") + cudaGetErrorString(end));
+        else if (cudaGraphInstantiate(&execs[static_cast<size_t>(s)], g, 0) != cudaSuccess)
+          cuda_failed("cudaGraphInstantiate failed");
+        if (g) cudaGraphDestroy(g);
+      }
+      if (captured.is_ok()) {
+        r.layer_graph_us =
+            time_events(
+                [&](int i) {
+                  if (cudaGraphLaunch(execs[static_cast<size_t>(i % sets)], gs) != cudaSuccess)
+                    cuda_failed("cudaGraphLaunch failed");
+                },
+                sets, std::max(o.min_iters, 2 * sets), gs)
+                .median_us;
+        BENCH_TRY(cudaGetLastError());
+      }
+      for (auto e : execs)
+        if (e) cudaGraphExecDestroy(e);
+      cudaStreamDestroy(gs);
+      FP4MOE_RETURN_IF_ERROR(captured);
+    }
     FP4MOE_RETURN_IF_ERROR(layer.check(ws[0].p, nullptr));
     const MoeRunPlan own = plan_of(layer, T, 0);
     r.heuristic_bm = own.block_m;
     r.heuristic_splits = own.down_k_splits;
     r.weight_bytes = r.active * bytes_per_expert;
-    r.flop_per_byte = 2.0 * T * K * 3.0 * I * H / r.weight_bytes;
-    r.tflops = 2.0 * T * K * (3.0 * I * H) / (r.layer_us * 1e-6) / 1e12;
+    r.flop_per_byte = 2.0 * r.local_pairs * 3.0 * I * H / r.weight_bytes;
+    r.tflops = 2.0 * r.local_pairs * (3.0 * I * H) / (r.layer_us * 1e-6) / 1e12;
     r.gbs = r.weight_bytes / (r.layer_us * 1e3);
     if (read_gbs > 0) {
       r.floor_us = r.weight_bytes / (read_gbs * 1e3);
@@ -285,7 +332,7 @@ Status run_moe_bench(const MoeBenchOptions& o, MoeBenchDevice* dev, std::vector<
     if (dev->have_cublas) {
       // Dense bf16 equivalent: each active expert multiplies its mean token count through w13 and w2.
       const int na = std::max(1, static_cast<int>(r.active + 0.5));
-      const int m = static_cast<int>((T * K + na - 1) / na);
+      const int m = std::max(1, static_cast<int>((static_cast<int64_t>(r.local_pairs + 0.5) + na - 1) / na));
       DevBuf cx, cy, ca, cz;
       FP4MOE_RETURN_IF_ERROR(cx.alloc(size_t(na) * m * H * 2));
       FP4MOE_RETURN_IF_ERROR(cy.alloc(size_t(na) * m * 2 * I * 2));
@@ -364,26 +411,29 @@ void print_moe_bench(const MoeBenchOptions& o, const MoeBenchDevice& dev, const 
     std::fprintf(f, "\n");
   }
   const MoeShape& s = o.shape;
-  std::fprintf(f, "\nMoE layer (E=%lld, H=%lld, I=%lld, top-%lld), NVFP4 W4A16, deterministic finalize, %s routing; weights "
+  std::fprintf(f, "\nMoE layer (E=%lld%s, H=%lld, I=%lld, top-%lld), NVFP4 W4A16, deterministic finalize, %s routing; weights "
                   "rotated past L2; median of >= %d after warm-up\n",
-               static_cast<long long>(s.num_experts), static_cast<long long>(s.hidden),
-               static_cast<long long>(s.intermediate), static_cast<long long>(s.top_k), o.routing.c_str(), o.min_iters);
+               static_cast<long long>(s.num_experts),
+               s.global_experts() != s.num_experts ? (" of " + std::to_string(s.global_experts())).c_str() : "",
+               static_cast<long long>(s.hidden), static_cast<long long>(s.intermediate), static_cast<long long>(s.top_k),
+               o.routing.c_str(), o.min_iters);
   std::fprintf(f, "bytes = active experts' NVFP4 weights incl. scales (0.5625 B/weight); floor = bytes / measured read BW\n\n");
-  std::fprintf(f, "%6s %6s %3s %8s %7s %8s %8s %8s %8s %6s %6s %7s %9s %7s %9s %7s %9s %7s %6s %7s\n", "T", "active", "bm",
-               "MB", "route", "gate_up", "down", "layer", "floor", "GB/s", "%BW", "TFLOP/s", "cuBLAS gu", "gu x", "cuBLAS",
-               "layer x", "tok/s*", "FLOP/B", "%peak", "bound");
+  std::fprintf(f, "%6s %6s %3s %8s %7s %8s %8s %8s %8s %8s %6s %6s %7s %9s %7s %9s %7s %9s %7s %6s %7s\n", "T", "active", "bm",
+               "MB", "route", "gate_up", "down", "layer", "graph", "floor", "GB/s", "%BW", "TFLOP/s", "cuBLAS gu", "gu x",
+               "cuBLAS", "layer x", "tok/s*", "FLOP/B", "%peak", "bound");
   // Roofline: the memory roof is the measured read bandwidth, the compute roof the measured cuBLAS bf16 rate;
   // a case is memory-bound when its arithmetic intensity is below their ratio (the ridge point).
   const double ridge = dev.read_gbs > 0 ? dev.cublas_tflops * 1e3 / dev.read_gbs : 0;
   for (const auto& r : rows)
-    std::fprintf(f, "%6lld %6d %3d %8.1f %7.1f %8.1f %8.1f %8.1f %8.1f %6.0f %5.1f%% %7.1f %9.1f %6.2fx %9.1f %6.2fx %9.0f %7.1f %5.1f%% %7s\n",
+    std::fprintf(f, "%6lld %6d %3d %8.1f %7.1f %8.1f %8.1f %8.1f %8.1f %8.1f %6.0f %5.1f%% %7.1f %9.1f %6.2fx %9.1f %6.2fx %9.0f %7.1f %5.1f%% %7s\n",
                  static_cast<long long>(r.T), static_cast<int>(r.active + 0.5), r.block_m, r.weight_bytes / 1e6,
-                 r.route_us, r.gate_up_us, r.down_us, r.layer_us, r.floor_us, r.gbs, r.pct_bw, r.tflops,
+                 r.route_us, r.gate_up_us, r.down_us, r.layer_us, r.layer_graph_us, r.floor_us, r.gbs, r.pct_bw, r.tflops,
                  r.cublas_gate_up_us, r.cublas_gate_up_us > 0 ? r.cublas_gate_up_us / r.gate_up_us : 0.0, r.cublas_us,
                  r.cublas_us > 0 ? r.cublas_us / r.layer_us : 0.0, r.tokens_per_s, r.flop_per_byte,
                  dev.cublas_tflops > 0 ? 100.0 * r.tflops / dev.cublas_tflops : 0.0,
                  ridge <= 0 ? "-" : r.flop_per_byte < ridge ? "memory" : "compute");
-  std::fprintf(f, "(times in us; route/gate_up/down timed alone; layer = all phases in one run; cuBLAS = bf16\n"
+  std::fprintf(f, "(times in us; route/gate_up/down timed alone; layer = all phases in one run; graph = the layer replayed\n"
+                  " from a CUDA graph (per routing set); cuBLAS = bf16\n"
                   " cublasGemmStridedBatchedEx over the active experts at their mean token count: gate_up, and gate_up + down;\n"
                   " gu x = cuBLAS gate_up / fp4moe gate_up, layer x = cuBLAS gate_up + down / fp4moe layer;\n"
                   " tok/s* = projected decode throughput of the MoE layers alone: T / (layer time x %d layers), not a served number;\n"
@@ -397,15 +447,17 @@ std::string moe_bench_json(const MoeBenchOptions& o, const MoeBenchDevice& dev, 
   j["device"] = {{"name", dev.info.name}, {"sms", dev.info.sms}, {"cc", dev.info.cc_major * 10 + dev.info.cc_minor},
                  {"driver", dev.info.driver}, {"runtime", dev.info.runtime}};
   j["baselines"] = {{"read_gbs", dev.read_gbs}, {"copy_gbs", dev.copy_gbs}, {"cublas_bf16_tflops", dev.cublas_tflops}};
-  j["shape"] = {{"experts", o.shape.num_experts}, {"hidden", o.shape.hidden}, {"intermediate", o.shape.intermediate},
-                {"top_k", o.shape.top_k}, {"routing", o.routing}};
+  j["shape"] = {{"experts", o.shape.num_experts}, {"global_experts", o.shape.global_experts()},
+                {"first_expert", o.shape.first_expert}, {"hidden", o.shape.hidden},
+                {"intermediate", o.shape.intermediate}, {"top_k", o.shape.top_k}, {"routing", o.routing}};
   nlohmann::json arr = nlohmann::json::array();
   for (const auto& r : rows) {
     nlohmann::json by = nlohmann::json::object();
     for (const auto& [bm, us] : r.layer_us_by_bm()) by[std::to_string(bm)] = us;
     arr.push_back({{"tokens", r.T}, {"active_experts", r.active}, {"block_m", r.block_m}, {"heuristic_block_m", r.heuristic_bm},
                    {"layer_us_by_block_m", by}, {"route_us", r.route_us}, {"gate_up_us", r.gate_up_us},
-                   {"down_us", r.down_us}, {"layer_us", r.layer_us}, {"weight_bytes", r.weight_bytes},
+                   {"down_us", r.down_us}, {"layer_us", r.layer_us}, {"layer_graph_us", r.layer_graph_us},
+                   {"local_pairs", r.local_pairs}, {"weight_bytes", r.weight_bytes},
                    {"floor_us", r.floor_us}, {"gbs", r.gbs}, {"pct_read_bw", r.pct_bw}, {"tflops", r.tflops},
                    {"flop_per_byte", r.flop_per_byte}, {"cublas_gate_up_us", r.cublas_gate_up_us},
                    {"cublas_us", r.cublas_us}, {"projected_tokens_per_s", r.tokens_per_s},

@@ -25,6 +25,8 @@ struct MoeBenchOptions {
   bool use_tuning_cache = true;        // false: the layer ignores any tuning cache (the tuner compares with the heuristic)
   bool baselines = true;               // read/copy bandwidth and cuBLAS (off for tuning)
   bool phases = true;                  // also time routing, gate_up and down alone
+  bool graph = true;                   // also time the layer replayed from a CUDA graph
+  int kernel_arch = 0;                 // MoeLayerOptions::kernel_arch of the layers timed (120: sm_120 configs on sm_90)
   bool warp_specialized = true;        // MoeLayerOptions::warp_specialized of the layers timed (the per-T note
                                        // also times the other setting where it changes the kernels)
   int min_iters = 20;                  // timed runs per measurement (median)
@@ -35,7 +37,8 @@ struct MoeBenchOptions {
 
 struct MoeBenchRow {
   int64_t T = 0;
-  double active = 0;
+  double active = 0;        // this shard's experts with a token (mean over the routing sets)
+  double local_pairs = 0;   // (token, expert) pairs on this shard's experts (all pairs without expert parallelism)
   int max_per_expert = 0;
   int heuristic_splits = 1;          // the down K splits the layer picks by itself for T
   int block_m = 0, heuristic_bm = 0;  // the fastest config, and what the layer picks by itself (its tuning
@@ -50,6 +53,7 @@ struct MoeBenchRow {
   }
   int down_k_splits = 0;                                      // of the fastest config (0 = the layer's choice)
   double route_us = 0, gate_up_us = 0, down_us = 0, layer_us = 0;
+  double layer_graph_us = 0;  // the fastest config's forward pass replayed from a CUDA graph (0: not timed)
   double weight_bytes = 0, floor_us = 0, gbs = 0, pct_bw = 0, tflops = 0, flop_per_byte = 0;
   double cublas_gate_up_us = 0, cublas_us = 0;
   // The variants below are timed (when phases are; 0 otherwise) at the fastest config in rounds, each round

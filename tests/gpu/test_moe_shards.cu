@@ -1,0 +1,305 @@
+// GPU tests of sharded layers: expert-parallel ranks (global ids, other ranks' pairs skipped and not reported)
+// and tensor-parallel slices (shard_tp_weights), each rank against the fp64 reference and the ranks' sum against
+// the full layer's; the small-K tiles of a TP shard's down GEMM; poisoned outputs, every element checked.
+// SPDX-License-Identifier: Apache-2.0
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "fp4moe/bf16.h"
+#include "fp4moe/moe.h"
+#include "fp4moe/planner.h"
+#include "fp4moe/shard.h"
+#include "fp4moe/testing.h"
+#include "tests/gpu/moe_check.h"
+
+namespace fp4moe {
+namespace {
+
+using testing::DeviceBuffer;
+using testing::ExpertWeights;
+using testing::RoutingInputs;
+
+// One rank's run: its output [T, H] (bf16 bits), the SwiGLU output of each pair it owns (by pair index), the
+// check() status, and its plan.
+struct RankRun {
+  std::vector<uint16_t> out;
+  std::map<int64_t, std::vector<uint16_t>> act;  // pair -> [I] bf16 bits
+  StatusCode check = StatusCode::kOk;  // what check() said
+  std::string check_text;
+  MoeRunPlan plan;
+};
+
+void run_rank(const MoeShape& shape, const Nvfp4ExpertWeights& w13, const Nvfp4ExpertWeights& w2,
+              const RoutingInputs& in, int64_t T, RankRun* r, int block_m = 0) {
+  MoeLayerOptions o;
+  o.tuning_cache = "none";
+  MoeLayer layer;
+  const Status st = layer.init(shape, o, w13, w2, nullptr);
+  ASSERT_TRUE(st.is_ok()) << st.to_string();
+  DeviceBuffer hidden(in.hidden.size() * 2), ids(in.ids.size() * 4), wts(in.weights.size() * 4);
+  DeviceBuffer out(static_cast<size_t>(T * shape.hidden * 2)), ws(layer.workspace_size(T));
+  ASSERT_TRUE(hidden.upload(in.hidden) && ids.upload(in.ids) && wts.upload(in.weights));
+  ASSERT_TRUE(out.poison(0xFF) && ws.poison(0xFF));
+  MoeForwardArgs a;
+  a.hidden = hidden.get();
+  a.num_tokens = T;
+  a.topk_ids = ids.as<int32_t>();
+  a.topk_weights = wts.as<float>();
+  a.output = out.get();
+  a.block_m = block_m;
+  ASSERT_TRUE(layer.plan(a, &r->plan).is_ok());
+  const Status run = layer.run(a, ws.get(), ws.bytes(), nullptr);
+  ASSERT_TRUE(run.is_ok()) << run.to_string();
+  ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  {
+    const Status ck = layer.check(ws.get(), nullptr);
+    r->check = ck.code();
+    r->check_text = ck.to_string();
+  }
+  r->out = out.download<uint16_t>(static_cast<size_t>(T * shape.hidden));
+  const int64_t P = T * shape.top_k;
+  const auto v = testing::workspace_view(layer, ws.get(), T);
+  std::vector<int32_t> offsets(static_cast<size_t>(shape.num_experts + 1)), perm(static_cast<size_t>(P));
+  ASSERT_EQ(cudaMemcpy(offsets.data(), v.expert_offsets, offsets.size() * 4, cudaMemcpyDeviceToHost), cudaSuccess);
+  ASSERT_EQ(cudaMemcpy(perm.data(), v.perm_pair, perm.size() * 4, cudaMemcpyDeviceToHost), cudaSuccess);
+  const int64_t rows = offsets.back();
+  std::vector<uint16_t> act(static_cast<size_t>(rows * shape.intermediate));
+  ASSERT_EQ(cudaMemcpy(act.data(), v.act, act.size() * 2, cudaMemcpyDeviceToHost), cudaSuccess);
+  for (int64_t row = 0; row < rows; ++row)
+    r->act[perm[static_cast<size_t>(row)]].assign(act.begin() + row * shape.intermediate,
+                                                  act.begin() + (row + 1) * shape.intermediate);
+}
+
+reference::MoeReferenceInput reference_input(const RoutingInputs& in, int64_t T, const MoeShape& s,
+                                             const reference::DecodedExperts* w13, const reference::DecodedExperts* w2) {
+  reference::MoeReferenceInput ri;
+  ri.num_tokens = T, ri.hidden = s.hidden, ri.intermediate = s.intermediate, ri.top_k = s.top_k;
+  ri.num_experts = s.num_experts;
+  ri.hidden_bf16 = in.hidden.data();
+  ri.topk_ids = in.ids.data();
+  ri.topk_weights = in.weights.data();
+  ri.w13 = w13;
+  ri.w2 = w2;
+  return ri;
+}
+
+// The ranks' outputs summed (fp64 of their bf16 values) against the full layer's reference computed from the
+// ranks' own SwiGLU outputs: within the reference's tolerance plus each rank's bf16 rounding of its partial sum.
+void expect_sum_matches(const std::vector<RankRun>& ranks, const reference::LayerOutput& ref, int64_t T, int64_t H) {
+  int64_t bad = 0;
+  for (int64_t i = 0; i < T * H; ++i) {
+    double sum = 0, rounding = 0;
+    for (const auto& r : ranks) {
+      const double v = bf16_to_float(r.out[static_cast<size_t>(i)]);
+      ASSERT_TRUE(std::isfinite(v)) << "rank output " << i << " not written or not finite";
+      sum += v;
+      rounding += std::ldexp(std::fabs(v), -8);
+    }
+    const double tol = ref.tol[static_cast<size_t>(i)] + rounding;
+    if (std::fabs(sum - ref.out[static_cast<size_t>(i)]) > tol && bad++ < 5)
+      ADD_FAILURE() << "out[" << i / H << ", " << i % H << "]: ranks sum to " << sum << ", the full layer is "
+                    << ref.out[static_cast<size_t>(i)] << " (tol " << tol << ")";
+  }
+  EXPECT_EQ(bad, 0);
+}
+
+// Expert parallelism: 4 ranks of 8 experts out of 32; each takes the global ids, skips the other ranks' pairs
+// without reporting them, and the four outputs sum to the full layer. An id outside [0, 32) is reported by every
+// rank. A rank none of whose experts is chosen writes zeros.
+TEST(MoeShards, ExpertParallelRanksSumToTheFullLayer) {
+  FP4MOE_SKIP_WITHOUT_GPU();
+  const int64_t E = 32, H = 256, I = 512, k = 4, ep = 4;
+  for (int64_t T : {3, 50}) {  // 12 pairs (routed inside the GEMMs) and 200 (the routing kernel)
+    SCOPED_TRACE("T=" + std::to_string(T));
+    const uint64_t seed = devdata::fresh_seed() % 1000003;
+    ExpertWeights w13, w2;
+    ASSERT_TRUE(w13.make(E, 2 * I, H, seed * 7 + 1, false));
+    ASSERT_TRUE(w2.make(E, H, I, seed * 7 + 3, false));
+    RoutingInputs in;
+    in.make(T, H, E, k, testing::Routing::kUniform, seed * 7 + 5);
+    const MoeShape full{E, H, I, k};
+    const reference::ExpertWeightsView v13 = w13.view(), v2 = w2.view();
+    const reference::DecodedExperts d13(v13), d2(v2);
+    const reference::MoeReferenceInput ri = reference_input(in, T, full, &d13, &d2);
+    std::vector<RankRun> ranks(ep);
+    std::vector<std::vector<uint16_t>> act(static_cast<size_t>(T * k));
+    for (int64_t r = 0; r < ep; ++r) {
+      Nvfp4ExpertWeights r13, r2;
+      ASSERT_TRUE(expert_range(w13.device(), E, 2 * I, H, r * E / ep, E / ep, &r13).is_ok());
+      ASSERT_TRUE(expert_range(w2.device(), E, H, I, r * E / ep, E / ep, &r2).is_ok());
+      run_rank(MoeShape{E / ep, H, I, k, E, r * E / ep}, r13, r2, in, T, &ranks[static_cast<size_t>(r)]);
+      if (HasFatalFailure()) return;
+      EXPECT_EQ(ranks[static_cast<size_t>(r)].check, StatusCode::kOk) << "rank " << r << ": " << ranks[static_cast<size_t>(r)].check_text;
+      EXPECT_EQ(ranks[static_cast<size_t>(r)].plan.fused_routing, T * k <= kMaxFusedRoutingPairs);
+      // Each rank owns exactly the pairs routed to its experts; its SwiGLU rows match the reference's.
+      for (int64_t p = 0; p < T * k; ++p) {
+        const int32_t id = in.ids[static_cast<size_t>(p)];
+        const bool mine = id / (E / ep) == r;
+        ASSERT_EQ(ranks[static_cast<size_t>(r)].act.count(p) == 1, mine) << "pair " << p << " (expert " << id << ")";
+        if (!mine) continue;
+        const auto ref = reference::reference_gate_up(ri, p / k, p % k);
+        const auto& got = ranks[static_cast<size_t>(r)].act.at(p);
+        for (int64_t j = 0; j < I; ++j)
+          ASSERT_TRUE(testing::matches(bf16_to_float(got[static_cast<size_t>(j)]), ref.act[static_cast<size_t>(j)],
+                                       ref.act_tol[static_cast<size_t>(j)]))
+              << "pair " << p << " col " << j;
+        act[static_cast<size_t>(p)] = got;
+      }
+    }
+    expect_sum_matches(ranks, reference::reference_down(ri, act), T, H);
+  }
+  // Every id on rank 0's experts: ranks 1..3 write exact zeros, and report nothing. An id of 32 (outside the
+  // model's experts) is reported by every rank.
+  const uint64_t seed = devdata::fresh_seed() % 1000003;
+  ExpertWeights w13, w2;
+  ASSERT_TRUE(w13.make(E, 2 * I, H, seed + 1, false));
+  ASSERT_TRUE(w2.make(E, H, I, seed + 3, false));
+  RoutingInputs in;
+  const int64_t T = 20;
+  in.make(T, H, E / ep, k, testing::Routing::kUniform, seed + 5);  // ids in [0, 8): rank 0's
+  for (int64_t r = 1; r < ep; ++r) {
+    Nvfp4ExpertWeights r13, r2;
+    ASSERT_TRUE(expert_range(w13.device(), E, 2 * I, H, r * E / ep, E / ep, &r13).is_ok());
+    ASSERT_TRUE(expert_range(w2.device(), E, H, I, r * E / ep, E / ep, &r2).is_ok());
+    RankRun run;
+    run_rank(MoeShape{E / ep, H, I, k, E, r * E / ep}, r13, r2, in, T, &run);
+    if (HasFatalFailure()) return;
+    EXPECT_EQ(run.check, StatusCode::kOk) << run.check_text;
+    for (uint16_t b : run.out) ASSERT_EQ(b & 0x7FFF, 0) << "a rank without tokens must write zeros";
+    RoutingInputs bad = in;
+    bad.ids[5] = static_cast<int32_t>(E);
+    RankRun with_bad;
+    run_rank(MoeShape{E / ep, H, I, k, E, r * E / ep}, r13, r2, bad, T, &with_bad);
+    if (HasFatalFailure()) return;
+    EXPECT_EQ(with_bad.check, StatusCode::kInvalidArgument) << "an id outside [0, E_global) must be reported";
+  }
+}
+
+// Tensor parallelism: TP2 (I/tp = 256, the primary tiles) and TP4 and TP8 (128 and 64: the down GEMM takes the
+// small-K tiles) of a 512-wide layer, with both gate/up orders. Each rank's SwiGLU columns equal the full
+// layer's columns of its slice (reference), and the ranks' outputs sum to the full layer.
+TEST(MoeShards, TensorParallelSlicesSumToTheFullLayer) {
+  FP4MOE_SKIP_WITHOUT_GPU();
+  const int64_t E = 16, H = 256, I = 512, k = 4;
+  for (int64_t tp : {2, 4, 8}) {
+    for (int64_t T : {2, 40}) {
+      SCOPED_TRACE("tp=" + std::to_string(tp) + " T=" + std::to_string(T));
+      const uint64_t seed = devdata::fresh_seed() % 1000003;
+      ExpertWeights w13, w2;
+      ASSERT_TRUE(w13.make(E, 2 * I, H, seed * 7 + 1, false));
+      ASSERT_TRUE(w2.make(E, H, I, seed * 7 + 3, false));
+      RoutingInputs in;
+      in.make(T, H, E, k, testing::Routing::kSkewed, seed * 7 + 5);
+      const MoeShape full{E, H, I, k};
+      const reference::ExpertWeightsView v13 = w13.view(), v2 = w2.view();
+      const reference::DecodedExperts d13(v13), d2(v2);
+      const reference::MoeReferenceInput ri = reference_input(in, T, full, &d13, &d2);
+      const int64_t Is = I / tp;
+      std::vector<RankRun> ranks(static_cast<size_t>(tp));
+      std::vector<std::vector<uint16_t>> act(static_cast<size_t>(T * k), std::vector<uint16_t>(static_cast<size_t>(I)));
+      for (int64_t r = 0; r < tp; ++r) {
+        DeviceBuffer p13(static_cast<size_t>(E * 2 * Is * H / 2)), s13(static_cast<size_t>(E * 2 * Is * H / 16)),
+            g13(static_cast<size_t>(E * 4)), p2(static_cast<size_t>(E * H * Is / 2)), s2(static_cast<size_t>(E * H * Is / 16)),
+            g2(static_cast<size_t>(E * 4));
+        for (const DeviceBuffer* b : {&p13, &s13, &g13, &p2, &s2, &g2}) ASSERT_TRUE(b->poison(0xCD));
+        const Nvfp4ExpertWeightsOut o13{p13.get(), s13.get(), g13.as<float>()}, o2{p2.get(), s2.get(), g2.as<float>()};
+        ASSERT_TRUE(shard_tp_weights(full, tp, r, w13.device(), w2.device(), o13, o2, nullptr).is_ok());
+        run_rank(MoeShape{E, H, Is, k}, Nvfp4ExpertWeights{p13.get(), s13.get(), g13.as<float>()},
+                 Nvfp4ExpertWeights{p2.get(), s2.get(), g2.as<float>()}, in, T, &ranks[static_cast<size_t>(r)]);
+        if (HasFatalFailure()) return;
+        ASSERT_EQ(ranks[static_cast<size_t>(r)].check, StatusCode::kOk) << ranks[static_cast<size_t>(r)].check_text;
+        const MoeRunPlan& pl = ranks[static_cast<size_t>(r)].plan;
+        EXPECT_EQ(Is % pl.down.block_k, 0) << pl.to_string();
+        if (Is == 64) EXPECT_EQ(pl.down.block_k, 64) << "the small-K tile: " << pl.to_string();
+        for (const auto& [p, got] : ranks[static_cast<size_t>(r)].act) {
+          const auto ref = reference::reference_gate_up(ri, p / k, p % k);
+          for (int64_t j = 0; j < Is; ++j) {
+            ASSERT_TRUE(testing::matches(bf16_to_float(got[static_cast<size_t>(j)]), ref.act[static_cast<size_t>(r * Is + j)],
+                                         ref.act_tol[static_cast<size_t>(r * Is + j)]))
+                << "pair " << p << " rank column " << j << " (full column " << r * Is + j << ")";
+            act[static_cast<size_t>(p)][static_cast<size_t>(r * Is + j)] = got[static_cast<size_t>(j)];
+          }
+        }
+      }
+      expect_sum_matches(ranks, reference::reference_down(ri, act), T, H);
+    }
+  }
+  // Bad slices are rejected before anything is copied.
+  const Nvfp4ExpertWeights none{};
+  const Nvfp4ExpertWeightsOut out{};
+  EXPECT_EQ(shard_tp_weights(MoeShape{16, 256, 512, 4}, 3, 0, none, none, out, out, nullptr).code(), StatusCode::kUnsupported);
+  EXPECT_EQ(shard_tp_weights(MoeShape{16, 256, 512, 4}, 2, 2, none, none, out, out, nullptr).code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(shard_tp_weights(MoeShape{16, 256, 512, 4}, 2, 0, none, none, out, out, nullptr).code(), StatusCode::kInvalidArgument);
+}
+
+// The presets' TP shards that need the small-K tiles run and match the reference at every block size (one
+// expert's rows through each tile of the catalogue): Qwen3-235B-A22B at TP8 (I = 192) on a few experts.
+TEST(MoeShards, SmallKTilesMatchTheReferenceAtEveryBlockSize) {
+  FP4MOE_SKIP_WITHOUT_GPU();
+  for (int bm : shipped_block_ms()) {
+    testing::Case c{96, 8, 512, 192, 8, testing::Routing::kSkewed, bm};
+    SCOPED_TRACE(c.name());
+    testing::Problem p;
+    p.setup(c, devdata::fresh_seed() % 1000003);
+    if (HasFatalFailure()) return;
+    const MoeRunPlan rp = testing::plan_of(p.layer, c.T, bm);
+    EXPECT_EQ(rp.down.block_k, 64) << rp.to_string();
+    p.run_poisoned();
+    if (HasFatalFailure()) return;
+    testing::check_against_reference(p);
+  }
+}
+
+// The sm_120 configs (RTX 5090 / RTX PRO 6000: 101,376 B layouts, mma.sync, one block per SM) run on the H200 in
+// the GPU test build (FP4MOE_SM120_ON_SM90): every block size, the TP8 and EP8 shards of GLM-5 scaled down, the
+// small-K tiles, both finalize modes, fused routing; against the reference, outputs poisoned first.
+TEST(MoeShards, Sm120ConfigsMatchTheReferenceOnTheH200) {
+  FP4MOE_SKIP_WITHOUT_GPU();
+  int major = 0;
+  ASSERT_EQ(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, 0), cudaSuccess);
+  {
+    MoeLayerOptions o;
+    o.kernel_arch = 120;
+    o.tuning_cache = "none";
+    testing::ExpertWeights w13, w2;
+    ASSERT_TRUE(w13.make(8, 512, 256, 1, false) && w2.make(8, 256, 256, 2, false));
+    MoeLayer probe;
+    const Status st = probe.init(MoeShape{8, 256, 256, 2}, o, w13.device(), w2.device(), nullptr);
+    if (major != 9 || st.code() == StatusCode::kUnsupported)
+      GTEST_SKIP() << "this build or GPU does not run the sm_120 configs on sm_90 (FP4MOE_SM120_ON_SM90, an H100/H200): "
+                   << st.to_string();
+    ASSERT_TRUE(st.is_ok()) << st.to_string();
+  }
+  std::vector<testing::Case> cases;
+  for (int bm : shipped_block_ms()) {
+    cases.push_back(testing::Case{200, 16, 512, 256, 8, testing::Routing::kUniform, bm});  // a TP8-like I
+    cases.push_back(testing::Case{64, 16, 512, 192, 4, testing::Routing::kSkewed, bm});    // small-K down
+  }
+  cases.push_back(testing::Case{1, 64, 512, 512, 8});  // fused routing, split down K
+  cases.push_back(testing::Case{3, 64, 512, 512, 8, testing::Routing::kUniform, 0, FinalizeMode::kAtomic});
+  cases.push_back(testing::Case{512, 32, 512, 512, 8, testing::Routing::kUniform, 0});
+  for (testing::Case c : cases) {
+    c.kernel_arch = 120;
+    SCOPED_TRACE(c.name());
+    testing::Problem p;
+    p.setup(c, devdata::fresh_seed() % 1000003);
+    if (HasFatalFailure()) return;
+    const MoeRunPlan rp = testing::plan_of(p.layer, c.T, c.block_m);
+    EXPECT_FALSE(rp.gate_up.wgmma || rp.down.wgmma) << rp.to_string();
+    EXPECT_LE(rp.gate_up.smem_bytes, 101376) << rp.to_string();
+    EXPECT_LE(rp.down.smem_bytes, 101376) << rp.to_string();
+    int sms = 0;
+    ASSERT_EQ(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0), cudaSuccess);
+    EXPECT_EQ(rp.gate_up.grid, sms) << "one block per SM, as on the 100 KB parts";
+    p.run_poisoned();
+    if (HasFatalFailure()) return;
+    testing::check_against_reference(p);
+  }
+}
+
+}  // namespace
+}  // namespace fp4moe
