@@ -41,7 +41,7 @@ struct BenchOpts {
 
 struct TuneOpts {
   ModelOptions model;
-  std::string cache;
+  std::string cache, json;
   int64_t max_tokens = 4096;
   double budget_s = 10;
   std::string* json_text = nullptr;  // the tuned table as JSON, for the caller (report)
@@ -134,7 +134,8 @@ int run_bench(const BenchOpts& o) {
 
 int run_tune(const TuneOpts& o) {
   SelectedModel m;
-  if (const int rc = prepare(o.model, &m, {{o.cache.empty() ? default_tuning_cache_path() : o.cache, true}}); rc != kExitOk)
+  if (const int rc = prepare(o.model, &m, {{o.cache.empty() ? default_tuning_cache_path() : o.cache, true}, {o.json, false}});
+      rc != kExitOk)
     return rc;
 #if FP4MOE_HAVE_CUDA
   const LiveDevice live = query_live_device();
@@ -209,6 +210,7 @@ int run_tune(const TuneOpts& o) {
     return kExitFailed;
   }
   std::printf("wrote %s (%zu entries)\n", path.c_str(), cache.size());
+  if (!o.json.empty() && !write_text_file(o.json, jt.dump(2) + "\n")) return kExitFailed;
   if (o.json_text) *o.json_text = jt.dump();
   return kExitOk;
 #else
@@ -263,6 +265,7 @@ void add_bench_and_tune(CLI::App& app, int* rc) {
   tune->add_option("--max-tokens", t->max_tokens, "largest tokens bucket (powers of two from 1)")
       ->check(CLI::Range(int64_t{1}, int64_t{1} << 16))->capture_default_str();
   tune->add_option("--cache", t->cache, "cache file (default: $FP4MOE_CACHE_DIR, $XDG_CACHE_HOME/fp4moe or ~/.cache/fp4moe)");
+  tune->add_option("--json", t->json, "also write the tuned table as JSON");
   tune->add_option("--budget-s", t->budget_s, "time budget per shape: buckets not reached keep the heuristic")
       ->check(FiniteRange(1.0, 3600.0))->capture_default_str();
   tune->callback([t, rc]() { *rc = run_tune(*t); });
