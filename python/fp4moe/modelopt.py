@@ -44,7 +44,7 @@ def read_safetensors(path: str, framework: str = "auto") -> Dict[str, Any]:
     tensors as uint8 bits), or "auto" (pt when torch imports)."""
     if framework == "auto":
         try:
-            import torch  # noqa: F401
+            import torch  # noqa: F401  (only whether it imports)
             framework = "pt"
         except ImportError:
             framework = "numpy"
@@ -121,7 +121,7 @@ def stack_layer(tensors: Dict[str, Any], prefix: str, *, num_experts: Optional[i
 
 def check_modelopt_shapes(t: Dict[str, Any]) -> Tuple[int, int, int]:
     """The shapes of a stacked layer agree (ValueError naming the tensor otherwise); returns E, H, I."""
-    w13, s13, w2, s2 = t["w13"], t["w13_scale"], t["w2"], t["w2_scale"]
+    w13, w2 = t["w13"], t["w2"]
     if len(w13.shape) != 3 or len(w2.shape) != 3:
         raise ValueError(f"w13 and w2 must be [E, N, K/2], got {tuple(w13.shape)} and {tuple(w2.shape)}")
     E, two_i, half_h = (int(d) for d in w13.shape)
