@@ -18,7 +18,9 @@ struct ShippedTile {
   KernelFamily family;
   int block_m, block_n, block_k;
   int target_blocks;   // multistage: blocks per SM planned on the 228 KB parts (the 100 KB parts run one); ws: 1
-  bool fused_routing;  // also built as the kernels that route at most 32 pairs themselves (decode tiles)
+  // A decode tile: also built as the kernels that route at most 32 pairs themselves, and as gate_up kernels that
+  // split K (MoeForwardArgs::gate_up_k_splits).
+  bool fused_routing;
   // A small-K tile: a GEMM takes it only where no other tile of its family and block_m divides its K (a tensor-
   // parallel shard's down GEMM: K = I / tp, a multiple of 64 but not of 128 or 256).
   bool small_k = false;

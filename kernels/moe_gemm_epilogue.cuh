@@ -96,4 +96,59 @@ __device__ __forceinline__ void store_item(const MoeGemmParams& p, const WarpRou
   }
 }
 
+// gate_up with its K in k_splits ranges (decode steps whose few work items would leave most SMs idle): the
+// item (tile, K range q) stores its raw partial sums, and the block that completes a tile's last range sums all
+// of them in the fixed order q = 0, 1, ... into `acc` and returns true (its caller then runs the SwiGLU epilogue);
+// the others return false. The order does not depend on which block arrives last, so reruns are bit-identical.
+// Every thread of the block calls it (block barriers). Publication is the threadfence-reduction pattern: each
+// thread's stores, a device-scope fence, a block barrier, then one relaxed atomic per block; the last block fences
+// again before it reads the others' sums from L2 (ld.global.cg: L1 is not coherent across SMs). PTX ISA "Memory
+// Consistency Model" (https://docs.nvidia.com/cuda/parallel-thread-execution/#memory-consistency-model) and CUDA
+// C++ Programming Guide, "Memory Fence Functions".
+template <class Cfg>
+__device__ __forceinline__ bool gate_up_split_fixup(const MoeGemmParams& p, float (&acc)[Cfg::kNTiles8][4], int tile,
+                                                    int nt, int q, int row0, int rows, int warp, int lane) {
+  const int g8 = lane >> 2, t4 = lane & 3;
+  const int64_t col = static_cast<int64_t>(nt) * Cfg::kBlockN + warp * 16 + g8;  // gate row; up is col + 8
+  float* const mine = p.partial_out + q * p.split_stride;
+#pragma unroll
+  for (int j = 0; j < Cfg::kNTiles8; ++j) {
+    if (j * 8 >= rows) break;  // block-uniform
+#pragma unroll
+    for (int c = 0; c < 2; ++c) {
+      const int m = j * 8 + t4 * 2 + c;
+      if (m >= rows) continue;
+      float* d = mine + static_cast<int64_t>(row0 + m) * p.n + col;
+      __stcg(d, acc[j][c]);
+      __stcg(d + 8, acc[j][2 + c]);
+    }
+  }
+  __threadfence();
+  __syncthreads();
+  int* const counters = reinterpret_cast<int*>(p.partial_out + p.k_splits * p.split_stride);
+  int last = 0;
+  if (threadIdx.x == 0) last = atomicAdd(counters + tile, 1) == p.k_splits - 1;
+  if (!__syncthreads_or(last)) return false;
+  __threadfence();
+#pragma unroll
+  for (int j = 0; j < Cfg::kNTiles8; ++j) {
+    if (j * 8 >= rows) break;
+#pragma unroll
+    for (int c = 0; c < 2; ++c) {
+      const int m = j * 8 + t4 * 2 + c;
+      if (m >= rows) continue;
+      const float* s = p.partial_out + static_cast<int64_t>(row0 + m) * p.n + col;
+      float gate = 0.0f, up = 0.0f;
+      for (int r = 0; r < p.k_splits; ++r, s += p.split_stride) {
+        const float g = r == q ? acc[j][c] : __ldcg(s), u = r == q ? acc[j][2 + c] : __ldcg(s + 8);
+        gate = r == 0 ? g : gate + g;
+        up = r == 0 ? u : up + u;
+      }
+      acc[j][c] = gate;
+      acc[j][2 + c] = up;
+    }
+  }
+  return true;
+}
+
 }  // namespace fp4moe::kernels

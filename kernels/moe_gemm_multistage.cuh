@@ -22,8 +22,12 @@ namespace fp4moe::kernels {
 // warp_routing over `ex.routing` (registers, read with shuffles: every lookup is warp-uniform) instead of the
 // routing kernel's tables in global memory; gate_up's block 0 also writes its tables, for the finalize
 // and testing::workspace_view.
-template <class Cfg, MoeEpilogue kEpi, bool kFusedRouting>
+// kSplitK (gate_up of the decode tiles): p.k_splits K ranges per tile, summed by gate_up_split_fixup before the
+// SwiGLU. A kernel of its own, so that the kernels without it keep their code (a runtime branch cost the 8-token
+// gate_up 3% at T=8: docs/perf/history.md).
+template <class Cfg, MoeEpilogue kEpi, bool kFusedRouting, bool kSplitK = false>
 __device__ __forceinline__ void moe_gemm_body(const MoeGemmParams& p, const MoeGemmExtras& ex) {
+  static_assert(!kSplitK || kEpi == MoeEpilogue::kSwiGLU, "kSplitK: gate_up (the down GEMM's splits are summed by the finalize)");
   constexpr int kBN = Cfg::kBlockN, kBK = Cfg::kBlockK, kStages = Cfg::kStages;
   constexpr int kGroups = kBK / pack::kGroupK;  // 64-wide K groups per stage
   constexpr MoeGemmSmemLayout L = Cfg::kSmem;
@@ -159,8 +163,18 @@ __device__ __forceinline__ void moe_gemm_body(const MoeGemmParams& p, const MoeG
     if (slot == 0) cur.wrap();  // (advanced above) the next step reads slot 0 again
 
     if (++cons_kt == k_tiles) {  // last K step of this item: epilogue straight from registers
-      store_item<Cfg, kEpi, kFusedRouting>(p, wr, acc, cons_item / splits % n_tiles, cons_item % splits, cons_e,
-                                           cons_row0, cons_rows, warp, lane);
+      // gate_up with split K: only the block that completes the tile's last K range stores (the sum of all).
+      bool store = true;
+      if constexpr (kSplitK)
+        store = gate_up_split_fixup<Cfg>(p, acc, cons_item / splits, cons_item / splits % n_tiles, cons_item % splits,
+                                         cons_row0, cons_rows, warp, lane);
+      if (store) {
+        store_item<Cfg, kEpi, kFusedRouting>(p, wr, acc, cons_item / splits % n_tiles, cons_item % splits, cons_e,
+                                             cons_row0, cons_rows, warp, lane);
+      } else if constexpr (!Cfg::kWgmma) {
+#pragma unroll
+        for (int j = 0; j < Cfg::kNTiles8; ++j) acc[j][0] = acc[j][1] = acc[j][2] = acc[j][3] = 0.0f;
+      }
       cons_kt = 0;
       cons_item += gridDim.x;
     }
@@ -170,7 +184,7 @@ __device__ __forceinline__ void moe_gemm_body(const MoeGemmParams& p, const MoeG
 
 // The body is compiled only for the architecture the config was planned for (its shared-memory layout
 // is static_asserted against that architecture's budget in Cfg); other targets get an empty kernel.
-template <class Cfg, MoeEpilogue kEpi, bool kFusedRouting = false>
+template <class Cfg, MoeEpilogue kEpi, bool kFusedRouting = false, bool kSplitK = false>
 __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocksPerSm) moe_gemm_kernel(const MoeGemmParams p,
                                                                                        const MoeGemmExtras ex) {
 #if defined(__CUDA_ARCH__)
@@ -182,7 +196,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocksPerSm) moe_gemm_
 #else
   constexpr bool kAlsoHere = false;
 #endif
-  if constexpr (kTarget == Cfg::kArch || kAlsoHere) moe_gemm_body<Cfg, kEpi, kFusedRouting>(p, ex);
+  if constexpr (kTarget == Cfg::kArch || kAlsoHere) moe_gemm_body<Cfg, kEpi, kFusedRouting, kSplitK>(p, ex);
 #endif
 }
 

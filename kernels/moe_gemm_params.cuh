@@ -30,10 +30,12 @@ struct MoeGemmParams {
   const int32_t* chunk_expert;
   const int32_t* chunk_start;
   const int32_t* chunk_rows;
-  int32_t k_splits;            // K ranges per (chunk, N tile) item: 1, or (down at small T) 2/4/8 dividing K / kBlockK
+  int32_t k_splits;            // K ranges per (chunk, N tile) item: 1, or (small T) 2/4/8 dividing K / kBlockK
   __nv_bfloat16* act_out;      // kSwiGLU: [P, N/2]
-  float* partial_out;          // kFinalizeStore: [k_splits, P, N]; kFinalizeAtomic: [T, N]
-  int64_t split_stride;        // kFinalizeStore: floats between the k_splits partial buffers (P * N)
+  // kFinalizeStore: [k_splits, P, N]; kFinalizeAtomic: [T, N]; kSwiGLU with k_splits > 1 (multistage kernels):
+  // [k_splits, P, N] raw partial sums, then one int32 arrival counter per (chunk, N tile), zeroed before the launch
+  float* partial_out;
+  int64_t split_stride;        // kFinalizeStore, split kSwiGLU: floats between the k_splits partial buffers (P * N)
   const float* topk_weights;   // [T * k] router weights (finalize epilogues)
 };
 // The routing inputs of the kFusedRouting kernels are a second kernel parameter (RoutingParams), not members of

@@ -141,7 +141,13 @@ __device__ __forceinline__ void moe_gemm_ws_body(const MoeGemmParams& p, const M
 #pragma unroll
       for (int g = 0; g < kGroups; ++g) {
         wgmma_group<Cfg>(wq[g], sq[g], cur.desc, g, accw, (kt == 0 && g == 0) ? 0 : 1, ex.dequant_mul);
-        wgmma::wait<1>();  // group g - 1 (or the previous stage's last group) has completed
+        // Group g - 1 (or the previous stage's last group) has completed. With one K group per stage (the small-K
+        // tiles) every stage dequantizes into the same A registers, which the group still in flight reads: PTX ISA
+        // "wgmma.mma_async" makes writing them before a wait_group that covers it undefined (measured: wrong
+        // sums). So those tiles wait for their group here; with two or more groups per stage, consecutive groups
+        // use different registers and one stays in flight.
+        if constexpr (kGroups == 1) wgmma::wait<0>();
+        else wgmma::wait<1>();
         if (g == 0 && held >= 0) release(held);
       }
       held = slot;

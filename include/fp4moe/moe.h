@@ -100,6 +100,12 @@ struct MoeForwardArgs {
   // (1, or 2 where few work items fill the GPU's last round poorly); else 1, 2, 4 or 8 dividing
   // intermediate / 256. The workspace must then hold T * k * splits fp32 rows of H: workspace_size(T, splits).
   int down_k_splits = 0;
+  // K ranges of the gate_up GEMM (a decode step whose few work items leave SMs idle: a TP shard's N = 2I / tp, an
+  // EP rank's one expert), summed in a fixed order before the SwiGLU by the block finishing a tile's last range:
+  // 0 = the layer's choice (1, or 2, 4 or 8 where that fills the GPU's blocks better: T <= 64, the decode tiles
+  // -- multistage, block_m 8 and 16 -- which have split-K kernels); else 1, 2, 4 or 8 dividing hidden / the
+  // config's K tile, on a decode tile. Forced: workspace_size(T, 0, splits).
+  int gate_up_k_splits = 0;
 };
 
 // The kernel config one GEMM of a forward pass runs.
@@ -121,6 +127,7 @@ struct MoeRunPlan {
   int block_m = 0;             // tokens per work chunk
   MoeGemmPlan gate_up, down;
   int down_k_splits = 1;
+  int gate_up_k_splits = 1;
   bool fused_routing = false;  // the GEMM kernels route the pairs; no routing kernel
   bool programmatic_launch = false;
   FinalizeMode finalize = FinalizeMode::kDeterministic;
@@ -147,10 +154,10 @@ class MoeLayer {
   // The plan run() would execute for `args` (its num_tokens, block_m and down_k_splits; the pointers are not
   // looked at). Rejects what can_implement rejects before the pointer checks.
   Status plan(const MoeForwardArgs& args, MoeRunPlan* out) const;
-  // Workspace for up to `max_tokens` tokens (routing tables, the SwiGLU output, finalize buffers), for the
-  // layer's own down_k_splits choices (default and tuned), or also for `down_k_splits` (MoeForwardArgs) forced
-  // by the caller. Ask again after use_tuning(): tuned split counts can need more.
-  size_t workspace_size(int64_t max_tokens, int down_k_splits = 0) const;
+  // Workspace for up to `max_tokens` tokens (routing tables, the SwiGLU output, finalize buffers, gate_up's
+  // split-K partial sums), for the layer's own K-split choices (default and tuned), or also for `down_k_splits`
+  // and `gate_up_k_splits` (MoeForwardArgs) forced by the caller. Ask again after use_tuning(): tuned split counts can need more.
+  size_t workspace_size(int64_t max_tokens, int down_k_splits = 0, int gate_up_k_splits = 0) const;
   // Enqueues the layer on `stream`: no allocation, no host synchronisation (CUDA-graph capturable).
   Status run(const MoeForwardArgs& args, void* workspace, size_t workspace_bytes, cudaStream_t stream) const;
   // Synchronises `stream`; reports topk ids outside [0, E_global) or non-finite router weights (of this layer's

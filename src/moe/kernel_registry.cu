@@ -35,6 +35,8 @@ MoeKernelSet make_set() {
       s.gate_up_fused = kernels::moe_gemm_kernel<C, MoeEpilogue::kSwiGLU, true>;
       s.down_store_fused = kernels::moe_gemm_kernel<C, MoeEpilogue::kFinalizeStore, true>;
       s.down_atomic_fused = kernels::moe_gemm_kernel<C, MoeEpilogue::kFinalizeAtomic, true>;
+      s.gate_up_split = kernels::moe_gemm_kernel<C, MoeEpilogue::kSwiGLU, false, true>;
+      s.gate_up_split_fused = kernels::moe_gemm_kernel<C, MoeEpilogue::kSwiGLU, true, true>;
     }
   }
   return s;

@@ -18,10 +18,12 @@ struct MoeKernelSet {
   GemmKernelFn gate_up = nullptr, down_store = nullptr, down_atomic = nullptr;
   // The same with kFusedRouting (routing of at most 32 pairs inside the GEMMs); nullptr where not built.
   GemmKernelFn gate_up_fused = nullptr, down_store_fused = nullptr, down_atomic_fused = nullptr;
-  // Every kernel of the set: the three epilogues, then their fused-routing versions where built.
+  // gate_up with split K (kSplitK), without and with fused routing: the decode tiles; nullptr elsewhere.
+  GemmKernelFn gate_up_split = nullptr, gate_up_split_fused = nullptr;
+  // Every kernel of the set: the three epilogues, then their fused-routing and split-K versions where built.
   std::vector<GemmKernelFn> all() const {
     std::vector<GemmKernelFn> v{gate_up, down_store, down_atomic};
-    for (GemmKernelFn f : {gate_up_fused, down_store_fused, down_atomic_fused})
+    for (GemmKernelFn f : {gate_up_fused, down_store_fused, down_atomic_fused, gate_up_split, gate_up_split_fused})
       if (f != nullptr) v.push_back(f);
     return v;
   }

@@ -94,7 +94,8 @@ struct MoeLayer::Impl {
     return c;
   }
   Status plan(const MoeForwardArgs& a, MoeRunPlan* p, detail::GemmChoice* choice) const {
-    FP4MOE_RETURN_IF_ERROR(detail::make_run_plan(context(), a.num_tokens, a.block_m, a.down_k_splits, p, choice));
+    FP4MOE_RETURN_IF_ERROR(
+        detail::make_run_plan(context(), a.num_tokens, a.block_m, a.down_k_splits, p, choice, a.gate_up_k_splits));
     if (print_plans) {
       const std::string line = "fp4moe: MoeLayer " + shape_str(shape) + " sm_" + std::to_string(arch) + ": " + p->to_string();
       std::lock_guard<std::mutex> lock(printed_mutex);
@@ -176,8 +177,9 @@ Status MoeLayer::init(const MoeShape& shape, const MoeLayerOptions& options, con
                        (built.empty() ? std::string("no GPU arch") : built) + ")");
   }
   const int64_t rsmem = kernels::routing_smem_bytes(shape.num_experts);
-  FP4MOE_CUDA_TRY(cudaFuncSetAttribute(reinterpret_cast<const void*>(kernels::moe_routing_kernel),
-                                       cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(rsmem)));
+  for (const void* k : {reinterpret_cast<const void*>(kernels::moe_routing_kernel),
+                        reinterpret_cast<const void*>(kernels::moe_routing_place_kernel)})
+    FP4MOE_CUDA_TRY(cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(rsmem)));
   FP4MOE_RETURN_IF_ERROR(detail::prepare_weights(shape, options, w13, w2, stream, &impl->weights));
   // The tuning cache for this GPU, if there is one (a missing, corrupt or foreign cache keeps the heuristic).
   if (options.tuning_cache != "none") {
@@ -227,10 +229,14 @@ std::string MoeLayer::describe(int64_t num_tokens) const {
          (s.is_ok() ? p.to_string() : "no plan for T=" + std::to_string(num_tokens) + ": " + s.message());
 }
 
-size_t MoeLayer::workspace_size(int64_t max_tokens, int down_k_splits) const {
-  if (!impl_ || max_tokens < 0 || !detail::check_tokens(impl_->shape, max_tokens, down_k_splits).is_ok()) return 0;
+size_t MoeLayer::workspace_size(int64_t max_tokens, int down_k_splits, int gate_up_k_splits) const {
+  if (!impl_ || max_tokens < 0 ||
+      !detail::check_tokens(impl_->shape, max_tokens, std::max(down_k_splits, gate_up_k_splits)).is_ok())
+    return 0;
   const int64_t rows = detail::max_partial_rows(impl_->context(), max_tokens, down_k_splits);
-  return static_cast<size_t>(detail::workspace_layout(impl_->shape, impl_->options.finalize, max_tokens, rows).total);
+  const int64_t gu = detail::max_gate_up_split_floats(impl_->context(), max_tokens, gate_up_k_splits);
+  return static_cast<size_t>(
+      detail::workspace_layout(impl_->shape, impl_->options.finalize, max_tokens, rows, gu).total);
 }
 
 Status MoeLayer::can_implement(const MoeForwardArgs& a) const {
@@ -256,14 +262,16 @@ Status MoeLayer::Impl::run(const MoeForwardArgs& a, void* workspace, size_t work
   FP4MOE_RETURN_IF_ERROR(plan(a, &rp, &choice));
   if (a.num_tokens > 0) FP4MOE_RETURN_IF_ERROR(check_arg_pointers(a));
   const MoeShape& s = shape;
-  const int splits = rp.down_k_splits;
+  const int splits = rp.down_k_splits, gu_splits = rp.gate_up_k_splits;
+  const int64_t gu_floats = gu_splits > 1 ? gu_splits * a.num_tokens * s.top_k * 2 * s.intermediate : 0;
   const detail::WorkspaceLayout L =
-      detail::workspace_layout(s, options.finalize, a.num_tokens, a.num_tokens * s.top_k * splits);
+      detail::workspace_layout(s, options.finalize, a.num_tokens, a.num_tokens * s.top_k * splits, gu_floats);
   if (workspace_bytes < static_cast<size_t>(L.total))
     return Status(StatusCode::kResourceExhausted, "workspace holds " + std::to_string(workspace_bytes) +
                                                       " bytes; " + std::to_string(a.num_tokens) + " tokens need " +
                                                       std::to_string(L.total) + " (workspace_size" +
-                                                      (a.down_k_splits ? ", with down_k_splits " + std::to_string(splits) : std::string()) + ")");
+                                                      (a.down_k_splits ? ", with down_k_splits " + std::to_string(splits) : std::string()) +
+                                                      (a.gate_up_k_splits ? ", with gate_up_k_splits " + std::to_string(gu_splits) : std::string()) + ")");
   FP4MOE_RETURN_IF_ERROR(detail::check_device_pointer(workspace, detail::kWorkspaceAlign, "workspace"));
   if (a.num_tokens == 0) return Status::ok();
   int dev = -1;
@@ -300,6 +308,12 @@ Status MoeLayer::Impl::run(const MoeForwardArgs& a, void* workspace, size_t work
   if ((phases & kPhaseDown) && !det)
     FP4MOE_CUDA_TRY(cudaMemsetAsync(partial, 0, static_cast<size_t>(a.num_tokens * s.hidden * 4), stream));
 
+  // gate_up with split K: its arrival counters (kernels/moe_gemm_epilogue.cuh, gate_up_split_fixup) start at zero
+  // each call, whatever the workspace held; a memset node, like the atomic finalize's, before the first kernel.
+  float* gu_split = reinterpret_cast<float*>(wsp + L.gu_split);
+  if ((phases & kPhaseGateUp) && gu_splits > 1)
+    FP4MOE_CUDA_TRY(cudaMemsetAsync(gu_split + gu_floats, 0, static_cast<size_t>(L.gu_counters * 4), stream));
+
   // A few pairs: the GEMM kernels route them in registers (kernels/moe_routing_warp.cuh), gate_up's
   // block 0 writing the tables the finalize and testing::workspace_view read; the routing kernel is not launched.
   const bool fused_routing = rp.fused_routing && (phases & kPhaseRouting) && (phases & kPhaseGateUp);
@@ -324,8 +338,20 @@ Status MoeLayer::Impl::run(const MoeForwardArgs& a, void* workspace, size_t work
     ex.num_global_experts = static_cast<int32_t>(s.global_experts());
   }
   if ((phases & kPhaseRouting) && !fused_routing) {
-    FP4MOE_CUDA_TRY(launch(kernels::moe_routing_kernel, 1, 1024, kernels::routing_smem_bytes(s.num_experts), stream,
-                           false, ex.routing, ex.num_global_experts));
+    if (kernels::routing_multi_block(pairs)) {  // many pairs: one block per range (kernels/moe_routing.cuh)
+      const int64_t blocks = kernels::routing_blocks(pairs);
+      int32_t* counts = i32(L.route_counts);
+      auto* block_flags = reinterpret_cast<uint32_t*>(counts + blocks * s.num_experts);
+      FP4MOE_CUDA_TRY(launch(kernels::moe_routing_count_kernel, blocks, 1024,
+                             kernels::routing_count_smem_bytes(s.num_experts), stream, false, ex.routing,
+                             ex.num_global_experts, counts, block_flags));
+      FP4MOE_CUDA_TRY(launch(kernels::moe_routing_place_kernel, blocks, 1024, kernels::routing_smem_bytes(s.num_experts),
+                             stream, pdl_ok, ex.routing, ex.num_global_experts, static_cast<const int32_t*>(counts),
+                             static_cast<const uint32_t*>(block_flags)));
+    } else {
+      FP4MOE_CUDA_TRY(launch(kernels::moe_routing_kernel, 1, 1024, kernels::routing_smem_bytes(s.num_experts), stream,
+                             false, ex.routing, ex.num_global_experts));
+    }
   }
   // (The chunk-table pointers also go in MoeGemmParams: kernels/moe_gemm_params.cuh says why.)
   kernels::MoeGemmParams g{};
@@ -345,7 +371,10 @@ Status MoeLayer::Impl::run(const MoeForwardArgs& a, void* workspace, size_t work
   gu.x = static_cast<const __nv_bfloat16*>(a.hidden);
   gu.gather_tokens = true;
   gu.act_out = reinterpret_cast<__nv_bfloat16*>(wsp + L.act);
-  gu.k_splits = 1;  // SwiGLU needs the whole sum
+  // K splits: the SwiGLU needs the whole sum, which the block finishing a tile's last K range adds up.
+  gu.k_splits = gu_splits;
+  gu.partial_out = gu_split;
+  gu.split_stride = a.num_tokens * s.top_k * 2 * s.intermediate;
   kernels::MoeGemmParams dn = g;  // down
   dn.weights = weights.w2;
   dn.scales = weights.s2;
@@ -358,7 +387,9 @@ Status MoeLayer::Impl::run(const MoeForwardArgs& a, void* workspace, size_t work
   dn.k_splits = splits;
   dn.split_stride = a.num_tokens * s.top_k * s.hidden;
   if (phases & kPhaseGateUp)
-    FP4MOE_CUDA_TRY(launch(fused_routing ? ks_gate_up.gate_up_fused : ks_gate_up.gate_up, rp.gate_up.grid,
+    FP4MOE_CUDA_TRY(launch(gu_splits > 1 ? (fused_routing ? ks_gate_up.gate_up_split_fused : ks_gate_up.gate_up_split)
+                                         : (fused_routing ? ks_gate_up.gate_up_fused : ks_gate_up.gate_up),
+                           rp.gate_up.grid,
                            rp.gate_up.threads, rp.gate_up.smem_bytes, stream,
                            pdl_ok && (phases & kPhaseRouting) && !fused_routing, gu, ex));
   if (phases & kPhaseDown) {

@@ -22,6 +22,7 @@ std::string MoeRunPlan::to_string() const {
   std::string s = "T=" + std::to_string(num_tokens) + " -> block_m " + std::to_string(block_m) + ", " +
                   (same ? "both GEMMs " + gate_up.to_string()
                         : "gate_up " + gate_up.to_string() + "; down " + down.to_string()) +
+                  (gate_up_k_splits > 1 ? "; gate_up K in " + std::to_string(gate_up_k_splits) + " splits" : std::string()) +
                   "; down K in " + std::to_string(down_k_splits) + " split(s), " +
                   (fused_routing ? "routing inside the GEMMs, " : "routing kernel, ") +
                   (finalize == FinalizeMode::kDeterministic ? "deterministic" : "atomic") + " finalize" +
@@ -143,6 +144,30 @@ int heuristic_down_k_splits(const PlanContext& c, int64_t num_tokens, int index)
   return fill(2) >= fill(1) + kSplitFillGain ? 2 : 1;
 }
 
+int heuristic_gate_up_k_splits(const PlanContext& c, int64_t num_tokens, int index) {
+  const MoeShape& s = *c.shape;
+  if (num_tokens > kMaxSplitTokens || index < 0) return 1;
+  const ResidentConfig& r = (*c.configs)[static_cast<size_t>(index)];
+  if (!r.config.tile.fused_routing) return 1;  // (only the decode tiles have split-K gate_up kernels)
+  const int64_t k_tiles = s.hidden / r.config.tile.block_k;
+  const double local_pairs = static_cast<double>(num_tokens) * static_cast<double>(s.top_k) *
+                             static_cast<double>(s.num_experts) / static_cast<double>(s.global_experts());
+  const double chunks = std::max(expected_local_experts(s, num_tokens), local_pairs / r.config.tile.block_m);
+  const double tiles = chunks * static_cast<double>(2 * s.intermediate / r.config.tile.block_n);
+  // Only while the items fill less than half a round: with more, most blocks stream an item's whole K back to
+  // back and the splits' partial sums and serial fixups cost more than the idle blocks (GLM-5 TP8 at T=8: 228
+  // items on 264 blocks took 70 us unsplit, 91 us in 8 splits; at T=1, 32 items: 33.7 us unsplit, 24.3 split).
+  if (2 * tiles >= r.grid) return 1;
+  auto fill = [&](int splits) {
+    const double items = tiles * splits;
+    return items / (std::ceil(items / r.grid) * r.grid);
+  };
+  int best = 1;
+  for (int q : {2, 4, 8})
+    if (k_tiles % q == 0 && fill(q) >= fill(best) + kSplitFillGain) best = q;
+  return best;
+}
+
 namespace {
 MoeGemmPlan gemm_plan(const ResidentConfig& r) {
   MoeGemmPlan g;
@@ -160,7 +185,7 @@ MoeGemmPlan gemm_plan(const ResidentConfig& r) {
 }  // namespace
 
 Status make_run_plan(const PlanContext& c, int64_t num_tokens, int block_m, int down_k_splits, MoeRunPlan* out,
-                     GemmChoice* choice) {
+                     GemmChoice* choice, int gate_up_k_splits) {
   const MoeShape& s = *c.shape;
   const MoeLayerOptions& o = *c.options;
   FP4MOE_RETURN_IF_ERROR(check_tokens(s, num_tokens, down_k_splits));
@@ -203,12 +228,32 @@ Status make_run_plan(const PlanContext& c, int64_t num_tokens, int block_m, int 
                               std::to_string(down.config.tile.block_k) + " at block_m " + std::to_string(bm));
   }
   FP4MOE_RETURN_IF_ERROR(check_tokens(s, num_tokens, splits));
+  const ResidentConfig& gate_up = (*c.configs)[static_cast<size_t>(ch.gate_up)];
+  int gu_splits = gate_up_k_splits;
+  if (gu_splits == 0) {
+    gu_splits = heuristic_gate_up_k_splits(c, num_tokens, ch.gate_up);
+  } else {
+    const int64_t k_tiles = s.hidden / gate_up.config.tile.block_k;
+    if (gu_splits != 1 && gu_splits != 2 && gu_splits != 4 && gu_splits != 8)
+      return invalid_argument("gate_up_k_splits must be 0 (the layer's choice) or 1, 2, 4 or 8, got " +
+                              std::to_string(gu_splits));
+    if (gu_splits > 1 && !gate_up.config.tile.fused_routing)
+      return invalid_argument("gate_up_k_splits " + std::to_string(gu_splits) + ": block_m " + std::to_string(bm) +
+                              " runs gate_up on a " + kernel_family_name(gate_up.config.tile.family) +
+                              " config without split-K kernels (the decode tiles, multistage at block_m 8 and 16, have them)");
+    if (k_tiles % gu_splits != 0)
+      return invalid_argument("gate_up_k_splits " + std::to_string(gu_splits) + " does not divide the gate_up GEMM's " +
+                              std::to_string(k_tiles) + " K tiles of " + std::to_string(gate_up.config.tile.block_k));
+    source += ", gate_up K splits from the caller";
+  }
+  FP4MOE_RETURN_IF_ERROR(check_tokens(s, num_tokens, std::max(splits, gu_splits)));
   MoeRunPlan p;
   p.num_tokens = num_tokens;
   p.block_m = bm;
-  p.gate_up = gemm_plan((*c.configs)[static_cast<size_t>(ch.gate_up)]);
+  p.gate_up = gemm_plan(gate_up);
   p.down = gemm_plan(down);
   p.down_k_splits = splits;
+  p.gate_up_k_splits = gu_splits;
   p.fused_routing = ch.fused_routing;
   p.programmatic_launch = o.programmatic_launch && c.arch >= 90;
   p.finalize = o.finalize;
@@ -233,6 +278,22 @@ int64_t max_partial_rows(const PlanContext& c, int64_t max_tokens, int forced_sp
   for (const auto& [bucket, choice] : *c.tuned)
     if (bucket / 2 < max_tokens) rows = std::max(rows, std::min(bucket, max_tokens) * s.top_k * choice.down_k_splits);
   return rows;
+}
+
+int64_t max_gate_up_split_floats(const PlanContext& c, int64_t max_tokens, int forced_splits) {
+  const MoeShape& s = *c.shape;
+  int64_t floats = 0;
+  std::vector<int> block_ms = shipped_block_ms();
+  block_ms.push_back(0);
+  // Forced splits: any T up to max_tokens (the caller may force them at every size); the heuristic's: T <= 64.
+  if (forced_splits > 1) floats = max_tokens * s.top_k * 2 * s.intermediate * forced_splits;
+  for (int64_t t = 1; t <= std::min(max_tokens, kMaxSplitTokens); ++t)
+    for (int bm : block_ms) {
+      MoeRunPlan p;
+      if (make_run_plan(c, t, bm, 0, &p, nullptr).is_ok() && p.gate_up_k_splits > 1)
+        floats = std::max(floats, t * s.top_k * 2 * s.intermediate * p.gate_up_k_splits);
+    }
+  return floats;
 }
 
 Status check_shape(const MoeShape& s, const MoeLayerOptions& o) {

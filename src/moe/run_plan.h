@@ -79,7 +79,15 @@ double expected_local_experts(const MoeShape& s, int64_t num_tokens);
 
 // The whole decision for one call (block_m and down_k_splits: 0 = the layer's choice). *choice: the configs.
 Status make_run_plan(const PlanContext& c, int64_t num_tokens, int block_m, int down_k_splits, MoeRunPlan* out,
-                     GemmChoice* choice);
+                     GemmChoice* choice, int gate_up_k_splits = 0);
+// The heuristic's gate_up K splits for T tokens on gate_up config `index`: where its items fill less than half a
+// round of the persistent blocks, the fewest of 1, 2, 4, 8 (dividing the config's K tiles) past which more would not
+// fill the rounds kSplitFillGain better; 1 above kMaxSplitTokens or for a warp-specialized config (its epilogue
+// has no split fixup).
+int heuristic_gate_up_k_splits(const PlanContext& c, int64_t num_tokens, int index);
+// Largest gate_up split-K partial buffer (fp32 values: splits x T x k x 2I) any plan (or one forcing
+// `forced_splits`) can need for T <= max_tokens; 0 when no plan splits gate_up.
+int64_t max_gate_up_split_floats(const PlanContext& c, int64_t max_tokens, int forced_splits);
 
 // Largest fp32 partial rows (T * k * splits) any plan with down_k_splits = 0 (or `forced_splits`) can need for
 // T <= max_tokens: the deterministic finalize's buffer.

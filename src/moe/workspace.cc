@@ -4,9 +4,12 @@
 
 #include <algorithm>
 
+#include "kernels/moe_routing_layout.h"
+
 namespace fp4moe::detail {
 
-WorkspaceLayout workspace_layout(const MoeShape& s, FinalizeMode mode, int64_t tokens, int64_t partial_rows) {
+WorkspaceLayout workspace_layout(const MoeShape& s, FinalizeMode mode, int64_t tokens, int64_t partial_rows,
+                                 int64_t gate_up_split_floats) {
   const int64_t pairs = tokens * s.top_k;
   // Chunks of at most 8 rows (the smallest block_m) per expert: bounds every config's chunk table.
   const int64_t max_chunks = (pairs + 7) / 8 + std::min(s.num_experts, pairs) + 1;
@@ -27,6 +30,10 @@ WorkspaceLayout workspace_layout(const MoeShape& s, FinalizeMode mode, int64_t t
   w.chunk_rows = take(max_chunks * 4);
   w.act = take(pairs * s.intermediate * 2);
   w.partial = take((mode == FinalizeMode::kDeterministic ? partial_rows : tokens) * s.hidden * 4);
+  w.max_chunks = max_chunks;
+  w.gu_counters = gate_up_split_floats > 0 ? max_chunks * (2 * s.intermediate / 64) : 0;
+  w.gu_split = take(gate_up_split_floats * 4 + w.gu_counters * 4);
+  w.route_counts = take(kernels::routing_counts_bytes(pairs, s.num_experts));
   w.total = o;
   return w;
 }

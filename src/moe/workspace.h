@@ -12,9 +12,14 @@ inline constexpr int64_t kWorkspaceAlign = 256;
 
 // Byte offsets of the workspace's parts for T tokens; the deterministic finalize's fp32 buffer holds `partial`
 // rows of H (pairs x K splits), the atomic one T rows.
+// gate_up's split-K buffer (gu_split, when gate_up_split_floats > 0) holds that many fp32 partial sums and, after
+// the sums of the call's splits, gu_counters int32 arrival counters (one per chunk and N tile of 64 or more rows).
 struct WorkspaceLayout {
-  int64_t flags, offsets, perm, inv, nchunks, chunk_expert, chunk_start, chunk_rows, act, partial, total;
+  int64_t flags, offsets, perm, inv, nchunks, chunk_expert, chunk_start, chunk_rows, act, partial, gu_split,
+      route_counts, total;  // route_counts: the multi-block routing's counts and flags (kernels/moe_routing_layout.h)
+  int64_t max_chunks, gu_counters;
 };
-WorkspaceLayout workspace_layout(const MoeShape& s, FinalizeMode mode, int64_t tokens, int64_t partial_rows);
+WorkspaceLayout workspace_layout(const MoeShape& s, FinalizeMode mode, int64_t tokens, int64_t partial_rows,
+                                 int64_t gate_up_split_floats = 0);
 
 }  // namespace fp4moe::detail

@@ -75,12 +75,14 @@ struct Case {
   bool pdl = true;        // MoeLayerOptions::programmatic_launch
   bool warp_specialized = true;  // MoeLayerOptions::warp_specialized (sm_90's 16-, 32- and 64-token tiles)
   int kernel_arch = 0;           // MoeLayerOptions::kernel_arch (120: the sm_120 configs on the H200)
+  int gate_up_k_splits = 0;      // MoeForwardArgs::gate_up_k_splits (0: the layer's choice)
   std::string name() const {
     return "T" + std::to_string(T) + "_E" + std::to_string(E) + "_H" + std::to_string(H) + "_I" + std::to_string(I) +
            "_k" + std::to_string(k) + "_" + testing::routing_name(routing) + "_bm" + std::to_string(block_m) +
            (finalize == FinalizeMode::kAtomic ? "_atomic" : "_det") + (gate_first ? "_gatefirst" : "_upfirst") +
            (dequant_kind ? "_ws2" : "") + "_splits" + std::to_string(down_k_splits) + (pdl ? "" : "_nopdl") +
-           (warp_specialized ? "" : "_not_warp_specialized") + (kernel_arch ? "_kernels_sm" + std::to_string(kernel_arch) : "");
+           (warp_specialized ? "" : "_not_warp_specialized") + (kernel_arch ? "_kernels_sm" + std::to_string(kernel_arch) : "") +
+           (gate_up_k_splits ? "_gusplits" + std::to_string(gate_up_k_splits) : "");
   }
 };
 
@@ -121,7 +123,7 @@ struct Problem {
     ids.alloc(in.ids.size() * 4);
     weights.alloc(in.weights.size() * 4);
     out.alloc(static_cast<size_t>(c.T * c.H * 2));
-    ws.alloc(layer.workspace_size(c.T, c.down_k_splits));
+    ws.alloc(layer.workspace_size(c.T, c.down_k_splits, c.gate_up_k_splits));
     ASSERT_TRUE(hidden.upload(in.hidden) && ids.upload(in.ids) && weights.upload(in.weights));
   }
   MoeForwardArgs args() const {
@@ -132,6 +134,7 @@ struct Problem {
     a.topk_weights = weights.as<float>();
     a.output = out.get();
     a.down_k_splits = c.down_k_splits;
+    a.gate_up_k_splits = c.gate_up_k_splits;
     return a;
   }
   // Poisons output and workspace (0xFF bytes: bf16 NaN), runs, synchronises.

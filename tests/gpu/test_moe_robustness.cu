@@ -45,7 +45,7 @@ TEST(MoeRobustness, EveryBadForwardArgumentIsRejectedAndNothingIsWritten) {
       {"T*k past 2^30", [](MoeForwardArgs& a, void*&, size_t&) { a.num_tokens = int64_t{1} << 30; }, StatusCode::kInvalidArgument, "below 2^30"},
       {"unknown block_m", [](MoeForwardArgs& a, void*&, size_t&) { a.block_m = 24; }, StatusCode::kInvalidArgument, "block_m 24"},
       {"down_k_splits not a power of two", [](MoeForwardArgs& a, void*&, size_t&) { a.down_k_splits = 3; }, StatusCode::kInvalidArgument, "down_k_splits must be"},
-      {"down_k_splits not dividing I/256", [](MoeForwardArgs& a, void*&, size_t&) { a.down_k_splits = 2; }, StatusCode::kInvalidArgument, "dividing intermediate / 256 = 1, got 2"},
+      {"down_k_splits not dividing the K tiles", [](MoeForwardArgs& a, void*&, size_t&) { a.down_k_splits = 2; }, StatusCode::kInvalidArgument, "does not divide the down GEMM's 1 K tiles of 256"},
       {"workspace too small", [](MoeForwardArgs&, void*&, size_t& b) { b -= 1; }, StatusCode::kResourceExhausted, "workspace_size"},
       {"workspace null", [](MoeForwardArgs&, void*& w, size_t&) { w = nullptr; }, StatusCode::kInvalidArgument, "workspace is null"},
       // (the size stays as allocated: the call is rejected before anything touches the buffer)

@@ -4,6 +4,7 @@
 // SPDX-License-Identifier: Apache-2.0
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <map>
 #include <string>
@@ -298,6 +299,99 @@ TEST(MoeShards, Sm120ConfigsMatchTheReferenceOnTheH200) {
     p.run_poisoned();
     if (HasFatalFailure()) return;
     testing::check_against_reference(p);
+  }
+}
+
+// gate_up with its K split (a TP shard's decode step: few N tiles per expert, so few work items), the block that
+// finishes a tile's last K range summing the partials in a fixed order before the SwiGLU: the layer's own choice
+// at TP-like shapes (which must split), forced 2/4/8 at every multistage block size (mma.sync and, with
+// warp_specialized off, wgmma at 32 and 64 tokens), fused and kernel routing, both finalize modes, a split down
+// K too; each against the reference with poisoned outputs and workspace (the arrival counters included, which the
+// layer must zero itself), then a bit-identical rerun and a graph replay (memset node + kernels).
+TEST(MoeShards, GateUpSplitKMatchesTheReferenceAndIsDeterministic) {
+  FP4MOE_SKIP_WITHOUT_GPU();
+  using testing::Case;
+  using testing::Routing;
+  std::vector<Case> cases = {
+      Case{1, 256, 2048, 256, 8},                  // GLM-5 TP8-like at T=1 (fused routing): the layer splits
+      Case{4, 64, 2048, 256, 8},                   // 32 pairs, fused
+      Case{16, 64, 2048, 256, 8},                  // the routing kernel
+      Case{2, 32, 1024, 512, 8, Routing::kUniform, 0, FinalizeMode::kAtomic},
+  };
+  for (int splits : {2, 4, 8})
+    for (int bm : {8, 16}) {  // (multistage 16-token kernels above 32 pairs: warp_specialized off)
+      Case c{16, 16, 2048, 256, 4, Routing::kSkewed, bm};  // 64 pairs: the 8-token tile's deep config
+      c.warp_specialized = false;
+      c.gate_up_k_splits = splits;
+      cases.push_back(c);
+    }
+  {  // a split down K as well, fused routing, the up-first order, the small-K down tile (I = 192)
+    Case c{3, 8, 1024, 192, 8, Routing::kUniform, 8, FinalizeMode::kDeterministic, false};
+    c.gate_up_k_splits = 4;
+    cases.push_back(c);
+    Case d{2, 8, 1024, 512, 8, Routing::kUniform, 16, FinalizeMode::kDeterministic, true, false, 2};
+    d.gate_up_k_splits = 2;
+    cases.push_back(d);
+  }
+  int heuristic_split = 0;
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.name());
+    testing::Problem p;
+    p.setup(c, devdata::fresh_seed() % 1000003);
+    if (HasFatalFailure()) return;
+    MoeForwardArgs a = p.args();
+    MoeRunPlan rp;
+    ASSERT_TRUE(p.layer.plan(a, &rp).is_ok());
+    if (c.gate_up_k_splits) {
+      EXPECT_EQ(rp.gate_up_k_splits, c.gate_up_k_splits) << rp.to_string();
+    } else {
+      heuristic_split += rp.gate_up_k_splits > 1;
+    }
+    p.run_poisoned();
+    if (HasFatalFailure()) return;
+    testing::check_against_reference(p);
+    if (HasFatalFailure()) return;
+    if (c.finalize != FinalizeMode::kDeterministic) continue;
+    const auto first = p.out.download<uint16_t>(static_cast<size_t>(c.T * c.H));
+    p.run_poisoned();
+    if (HasFatalFailure()) return;
+    EXPECT_EQ(p.out.download<uint16_t>(first.size()), first) << "two runs with split gate_up differ";
+    // Graph replay, twice (the counters must be zero again for the second replay).
+    cudaStream_t st;
+    ASSERT_EQ(cudaStreamCreate(&st), cudaSuccess);
+    cudaGraph_t graph;
+    cudaGraphExec_t exec;
+    ASSERT_TRUE(p.out.poison(0xFF) && p.ws.poison(0xFF));
+    ASSERT_EQ(cudaStreamBeginCapture(st, cudaStreamCaptureModeGlobal), cudaSuccess);
+    const Status run = p.layer.run(a, p.ws.get(), p.ws.bytes(), st);
+    ASSERT_EQ(cudaStreamEndCapture(st, &graph), cudaSuccess);
+    ASSERT_TRUE(run.is_ok()) << run.to_string();
+    ASSERT_EQ(cudaGraphInstantiate(&exec, graph, 0), cudaSuccess);
+    for (int i = 0; i < 2; ++i) ASSERT_EQ(cudaGraphLaunch(exec, st), cudaSuccess);
+    ASSERT_EQ(cudaStreamSynchronize(st), cudaSuccess);
+    EXPECT_EQ(p.out.download<uint16_t>(first.size()), first) << "graph replay differs";
+    cudaGraphExecDestroy(exec);
+    cudaGraphDestroy(graph);
+    cudaStreamDestroy(st);
+  }
+  EXPECT_GE(heuristic_split, 3) << "the layer should split gate_up's K at the TP-like decode shapes";
+  // A gate_up config without split-K kernels (warp-specialized, or the multistage 32-token tile): forcing a split
+  // is rejected before anything runs.
+  int major = 0;
+  ASSERT_EQ(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, 0), cudaSuccess);
+  if (major == 9) {
+    testing::Problem p;
+    p.setup(Case{128, 8, 1024, 256, 8, Routing::kUniform, 32}, devdata::fresh_seed() % 1000003);
+    if (HasFatalFailure()) return;
+    MoeForwardArgs a = p.args();
+    a.gate_up_k_splits = 2;
+    ASSERT_TRUE(p.out.poison(0x5A));
+    const Status st = p.layer.run(a, p.ws.get(), p.ws.bytes(), nullptr);
+    EXPECT_EQ(st.code(), StatusCode::kInvalidArgument) << st.to_string();
+    EXPECT_NE(st.message().find("without split-K kernels"), std::string::npos) << st.to_string();
+    ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+    const auto out = p.out.download<uint8_t>(static_cast<size_t>(128 * 1024 * 2));
+    EXPECT_TRUE(std::all_of(out.begin(), out.end(), [](uint8_t b) { return b == 0x5A; })) << "a rejected call wrote";
   }
 }
 

@@ -183,6 +183,48 @@ TEST(RunPlan, WorkspaceRowsCoverEveryPlanTheLayerMakes) {
   EXPECT_EQ(max_partial_rows(f.ctx(), 100, 8), 100 * 8 * 8);
 }
 
+// gate_up's K splits: where its items would leave most persistent blocks idle (a TP8 rank: 4 N tiles per expert; an
+// EP rank at T=1: one expert), never where the unsharded layer has enough items; only on multistage configs; forced
+// counts checked; the workspace's split buffer covers every plan.
+TEST(RunPlan, GateUpSplitsFillTheBlocksOfShardDecodeSteps) {
+  Fixture f = h200();
+  for (int64_t T : {1, 8, 64, 512}) EXPECT_EQ(f.plan(T).gate_up_k_splits, 1) << "unsharded GLM-5: " << f.plan(T).to_string();
+  f.shape = MoeShape{256, 6144, 256, 8};  // TP8
+  EXPECT_EQ(f.plan(1).gate_up_k_splits, 8) << "32 items on 264 blocks -> 256";
+  EXPECT_NE(f.plan(1).to_string().find("gate_up K in 8 splits"), std::string::npos) << f.plan(1).to_string();
+  EXPECT_EQ(f.plan(512).gate_up_k_splits, 1) << "T > 64 never splits";
+  EXPECT_EQ(f.plan(8).gate_up_k_splits, 1) << "228 items on 264 blocks: more than half a round";
+  EXPECT_GT(f.plan(4).gate_up_k_splits, 1) << "about 120 items on 264 blocks";
+  f.shape = MoeShape{32, 6144, 2048, 8, 256, 0};  // EP8 at T=1: one local expert, 32 N tiles
+  EXPECT_EQ(f.plan(1).gate_up_k_splits, 8);
+  MoeRunPlan q;
+  EXPECT_TRUE(make_run_plan(f.ctx(), 3, 0, 0, &q, nullptr, 4).is_ok());
+  EXPECT_EQ(q.gate_up_k_splits, 4);
+  EXPECT_EQ(make_run_plan(f.ctx(), 3, 0, 0, &q, nullptr, 3).code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(make_run_plan(f.ctx(), 512, 32, 0, &q, nullptr, 2).code(), StatusCode::kInvalidArgument)
+      << "warp-specialized gate_up";
+  EXPECT_EQ(make_run_plan(f.ctx(), 3, 32, 0, &q, nullptr, 2).code(), StatusCode::kInvalidArgument)
+      << "the multistage 32-token tile has no split-K kernels";
+  f.shape = MoeShape{64, 512, 256, 8};  // 2 K tiles of 256: 4 splits do not divide them
+  EXPECT_EQ(make_run_plan(f.ctx(), 3, 8, 0, &q, nullptr, 4).code(), StatusCode::kInvalidArgument);
+  f.shape = MoeShape{256, 6144, 256, 8};
+  for (int64_t T : {1, 5, 64, 100}) {
+    const int64_t floats = max_gate_up_split_floats(f.ctx(), T, 0);
+    for (int64_t t = 1; t <= T; ++t)
+      for (int bm : {0, 8, 16, 32, 64}) {
+        MoeRunPlan p;
+        ASSERT_TRUE(make_run_plan(f.ctx(), t, bm, 0, &p, nullptr).is_ok());
+        if (p.gate_up_k_splits > 1) {
+          EXPECT_LE(p.gate_up_k_splits * t * 8 * 512, floats) << "T=" << t << " bm " << bm;
+        }
+      }
+  }
+  EXPECT_EQ(max_gate_up_split_floats(f.ctx(), 100, 8), 8 * 100 * 8 * 512);
+  f.shape = MoeShape{256, 6144, 2048, 8};
+  EXPECT_EQ(max_gate_up_split_floats(f.ctx(), 64, 0), 0) << "the unsharded layer never splits gate_up";
+
+}
+
 TEST(RunPlan, TokenAndShapeChecksUseCheckedArithmetic) {
   const MoeShape tiny{1, 256, 256, 1};
   EXPECT_TRUE(check_tokens(tiny, 0, 0).is_ok());

@@ -210,11 +210,12 @@ Status run_moe_bench(const MoeBenchOptions& o, MoeBenchDevice* dev, std::vector<
     }
     r.active /= sets;
     r.local_pairs /= sets;
-    int bm_override = 0, splits_override = 0;
+    int bm_override = 0, splits_override = 0, gu_splits_override = 0;
     auto args = [&](int i) {
       MoeForwardArgs a;
       a.block_m = bm_override;
       a.down_k_splits = splits_override;
+      a.gate_up_k_splits = gu_splits_override;
       a.hidden = hid.p;
       a.num_tokens = T;
       a.topk_ids = static_cast<int32_t*>(ids[i % sets].p);
@@ -242,6 +243,9 @@ Status run_moe_bench(const MoeBenchOptions& o, MoeBenchDevice* dev, std::vector<
       for (int sp : split_list) {
         bm_override = bm;
         splits_override = sp;
+        // A split count that this block_m's down tile does not divide (a TP shard's single K tile of 256): not a
+        // config of this shape, skipped (the layer would reject it just the same).
+        if (MoeRunPlan probe; sp > 1 && !layer.plan(args(0), &probe).is_ok()) continue;
         const double us = phase(testing::kPhaseAll, layer).median_us;
         FP4MOE_RETURN_IF_ERROR(failed);
         r.layer_us_by_config[{bm, sp}] = us;
@@ -259,19 +263,32 @@ Status run_moe_bench(const MoeBenchOptions& o, MoeBenchDevice* dev, std::vector<
       r.gate_up_us = phase(testing::kPhaseGateUp, layer).median_us;
       r.down_us = phase(testing::kPhaseDown, layer).median_us;
       // The variants, interleaved with the main layer in rounds (MoeBenchRow::layer_main_us says why).
-      std::vector<std::pair<const MoeLayer*, double*>> variants = {
-          {&layer, &r.layer_main_us}, {&layer_twin, &r.layer_twin_us}, {&layer_plain, &r.layer_plain_us},
-          {&layer_atomic, &r.layer_atomic_us}};
-      if (plan_of(layer, T, r.block_m).gate_up.family != plan_of(layer_other_ws, T, r.block_m).gate_up.family)
+      struct Variant {
+        const MoeLayer* layer;
+        double* us;
+        int gate_up_k_splits = 0;  // forced for this variant (0: the layer's choice)
+      };
+      std::vector<Variant> variants = {{&layer, &r.layer_main_us},
+                                       {&layer_twin, &r.layer_twin_us},
+                                       {&layer_plain, &r.layer_plain_us},
+                                       {&layer_atomic, &r.layer_atomic_us}};
+      const MoeRunPlan main_plan = plan_of(layer, T, r.block_m);
+      r.gate_up_k_splits = main_plan.gate_up_k_splits;
+      if (main_plan.gate_up.family != plan_of(layer_other_ws, T, r.block_m).gate_up.family)
         variants.push_back({&layer_other_ws, &r.layer_other_ws_us});
-      if (plan_of(layer, T, r.block_m).fused_routing) variants.push_back({&layer_unfused, &r.layer_unfused_us});
+      if (main_plan.fused_routing) variants.push_back({&layer_unfused, &r.layer_unfused_us});
+      if (main_plan.gate_up_k_splits > 1) variants.push_back({&layer, &r.layer_gate_up_unsplit_us, 1});
       constexpr int kRounds = 3;
       std::vector<std::vector<double>> times(variants.size());
       for (int round = 0; round < kRounds; ++round)
-        for (size_t v = 0; v < variants.size(); ++v) times[v].push_back(phase(testing::kPhaseAll, *variants[v].first).median_us);
+        for (size_t v = 0; v < variants.size(); ++v) {
+          gu_splits_override = variants[v].gate_up_k_splits;
+          times[v].push_back(phase(testing::kPhaseAll, *variants[v].layer).median_us);
+        }
+      gu_splits_override = 0;
       for (size_t v = 0; v < variants.size(); ++v) {
         std::sort(times[v].begin(), times[v].end());
-        *variants[v].second = times[v][kRounds / 2];
+        *variants[v].us = times[v][kRounds / 2];
       }
       FP4MOE_RETURN_IF_ERROR(failed);
     }
@@ -407,6 +424,9 @@ void print_moe_bench(const MoeBenchOptions& o, const MoeBenchDevice& dev, const 
                      r.layer_other_ws_us, rel(r.layer_other_ws_us));
       if (r.layer_unfused_us > 0)
         std::fprintf(f, ", with the routing kernel (not fused) %.1f us (%+.1f%%)", r.layer_unfused_us, rel(r.layer_unfused_us));
+      if (r.layer_gate_up_unsplit_us > 0)
+        std::fprintf(f, ", gate_up K not split (the layer splits it in %d) %.1f us (%+.1f%%)", r.gate_up_k_splits,
+                     r.layer_gate_up_unsplit_us, rel(r.layer_gate_up_unsplit_us));
     }
     std::fprintf(f, "\n");
   }
@@ -463,7 +483,8 @@ std::string moe_bench_json(const MoeBenchOptions& o, const MoeBenchDevice& dev, 
                    {"cublas_us", r.cublas_us}, {"projected_tokens_per_s", r.tokens_per_s},
                    {"layer_variant_reference_us", r.layer_main_us}, {"layer_second_weight_copy_us", r.layer_twin_us},
                    {"layer_plain_launch_us", r.layer_plain_us}, {"layer_atomic_finalize_us", r.layer_atomic_us},
-                   {"layer_unfused_routing_us", r.layer_unfused_us}, {"layer_other_warp_specialized_us", r.layer_other_ws_us},
+                   {"layer_unfused_routing_us", r.layer_unfused_us},
+                   {"gate_up_k_splits", r.gate_up_k_splits}, {"layer_gate_up_unsplit_us", r.layer_gate_up_unsplit_us}, {"layer_other_warp_specialized_us", r.layer_other_ws_us},
                    {"down_k_splits", r.down_k_splits},
                    {"pct_compute_roof", dev.cublas_tflops > 0 ? 100.0 * r.tflops / dev.cublas_tflops : 0.0},
                    {"bound", dev.read_gbs <= 0 || dev.cublas_tflops <= 0 ? "unknown"

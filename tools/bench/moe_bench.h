@@ -65,6 +65,8 @@ struct MoeBenchRow {
   // Without programmatic dependent launch, and with the atomic finalize.
   double layer_plain_us = 0, layer_atomic_us = 0;
   double layer_other_ws_us = 0;  // with MoeLayerOptions::warp_specialized flipped where that changes the kernels, else 0
+  double layer_gate_up_unsplit_us = 0;  // with gate_up's K not split where the layer splits it (gate_up_k_splits), else 0
+  int gate_up_k_splits = 1;  // the layer's gate_up K splits at the fastest block_m
   double layer_unfused_us = 0;  // with the routing kernel where the fastest config fuses routing (MoeLayer::fuses_routing), else 0
   double tokens_per_s = 0;  // projected: T / (layer time x MoE layers)
 };
