@@ -158,6 +158,9 @@ class MoeLayer {
   // split-K partial sums), for the layer's own K-split choices (default and tuned), or also for `down_k_splits`
   // and `gate_up_k_splits` (MoeForwardArgs) forced by the caller. Ask again after use_tuning(): tuned split counts can need more.
   size_t workspace_size(int64_t max_tokens, int down_k_splits = 0, int gate_up_k_splits = 0) const;
+  // The workspace run(args) needs for exactly this call (its plan; 0 where plan() rejects it): cheap, for callers
+  // that size or split a workspace per call.
+  size_t workspace_size(const MoeForwardArgs& args) const;
   // Enqueues the layer on `stream`: no allocation, no host synchronisation (CUDA-graph capturable).
   Status run(const MoeForwardArgs& args, void* workspace, size_t workspace_bytes, cudaStream_t stream) const;
   // Synchronises `stream`; reports topk ids outside [0, E_global) or non-finite router weights (of this layer's

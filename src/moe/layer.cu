@@ -239,6 +239,16 @@ size_t MoeLayer::workspace_size(int64_t max_tokens, int down_k_splits, int gate_
       detail::workspace_layout(impl_->shape, impl_->options.finalize, max_tokens, rows, gu).total);
 }
 
+size_t MoeLayer::workspace_size(const MoeForwardArgs& a) const {
+  MoeRunPlan rp;
+  if (!impl_ || !impl_->plan(a, &rp, nullptr).is_ok()) return 0;
+  const MoeShape& s = impl_->shape;
+  const int64_t gu = rp.gate_up_k_splits > 1 ? rp.gate_up_k_splits * a.num_tokens * s.top_k * 2 * s.intermediate : 0;
+  return static_cast<size_t>(detail::workspace_layout(s, impl_->options.finalize, a.num_tokens,
+                                                      a.num_tokens * s.top_k * rp.down_k_splits, gu)
+                                 .total);
+}
+
 Status MoeLayer::can_implement(const MoeForwardArgs& a) const {
   if (!impl_) return invalid_argument("MoeLayer is not initialised (call init first)");
   MoeRunPlan p;
