@@ -7,15 +7,17 @@ import ctypes
 import itertools
 import threading
 import warnings
-from typing import Any, Dict, Optional, Tuple
+import weakref
+from typing import Any, Optional, Tuple
 
 import torch
 
 from . import _capi, _checks
 from .modelopt import check_modelopt_shapes, read_safetensors, stack_layer
 
-# MoE objects by handle, so that the custom ops (which take plain ints) reach a layer and its workspace.
-_LAYERS: Dict[int, "MoE"] = {}
+# MoE objects by handle, so that the operators (which take plain ints) reach a layer and its workspace. Weak: a
+# layer the caller drops is freed (its __del__ releases the native layer); a handle that outlives it then raises.
+_LAYERS: "weakref.WeakValueDictionary[int, MoE]" = weakref.WeakValueDictionary()
 _NEXT = itertools.count(1)
 _LOCK = threading.Lock()
 
@@ -156,14 +158,17 @@ class MoE(torch.nn.Module):
 
     def __del__(self) -> None:
         layer = getattr(self, "_layer", None)
-        if layer:
+        if not layer:
+            return
+        self._layer = None
+        # At interpreter shutdown the module's globals may already be None: then the process is ending and the
+        # driver frees the device memory with it.
+        try:
             with _LOCK:
                 _LAYERS.pop(self._handle, None)
-            try:
-                _capi.lib().fp4moe_layer_destroy(layer)
-            except Exception:  # interpreter shutdown
-                pass
-            self._layer = None
+            _capi.lib().fp4moe_layer_destroy(layer)
+        except (AttributeError, TypeError, ImportError):
+            pass
 
     # ---- the forward ------------------------------------------------------------------------------------------
     def forward(self, hidden_states: torch.Tensor, topk_ids: torch.Tensor, topk_weights: torch.Tensor,
@@ -231,9 +236,9 @@ def _layer(handle: int) -> "MoE":
 
 
 # The operators, defined with torch.library.Library rather than torch.library.custom_op: the same schema, fake
-# kernels and torch.compile / CUDA-graph behaviour, at a fraction of custom_op's per-call Python cost (which the
-# host-overhead probe, tools/bench/python_overhead.py, measured at about 85 us of a 125 us call on the H200
-# machine). The kernels are registered for CPU too, so that a CPU tensor reaches the argument checks and gets
+# kernels and torch.compile / CUDA-graph behaviour, at a fraction of custom_op's per-call Python cost
+# (tools/bench/python_overhead.py on the H200 machine: 122 us of host time per call with custom_op, 37 us so;
+# docs/perf/python.md). The kernels are registered for CPU too, so that a CPU tensor reaches the argument checks and gets
 # their ValueError instead of the dispatcher's "no kernel for CPU".
 _LIB = torch.library.Library("fp4moe", "DEF")
 _LIB.define("moe(Tensor hidden, Tensor topk_ids, Tensor topk_weights, int handle) -> Tensor")

@@ -324,6 +324,28 @@ def test_bad_input_raises_and_leaves_out_untouched():
     assert bool((out == 7.0).all()), "a rejected call wrote to out"
 
 
+def test_a_dropped_layer_frees_its_memory_and_its_handle_raises():
+    import gc
+    g = gen()
+    t = random_layer(64, 2048, 512, g)
+    torch.cuda.synchronize()
+    gc.collect()
+    torch.cuda.empty_cache()
+    before = torch.cuda.mem_get_info()[0]
+    moe = make(t, 4, max_tokens=16)
+    handle = moe.handle
+    hidden, ids, w = random_inputs(4, 2048, 4, 64, g)
+    assert torch.isfinite(moe(hidden, ids, w).float()).all()
+    del moe
+    gc.collect()
+    torch.cuda.synchronize()
+    torch.cuda.empty_cache()
+    # The prepacked weights (64 x 3 x 512 x 2048 x 0.5625 B = 113 MB, the library's own allocation) are back.
+    assert torch.cuda.mem_get_info()[0] >= before - 16 * 2 ** 20
+    with pytest.raises(ValueError, match="freed"):
+        torch.ops.fp4moe.moe(hidden, ids, w, handle)
+
+
 def test_bad_weights_raise_at_construction():
     g = gen()
     t = random_layer(4, 512, 128, g)
