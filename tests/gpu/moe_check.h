@@ -64,6 +64,21 @@ inline reference::LayerOutput reference_down_parallel(const reference::MoeRefere
   return all;
 }
 
+// The reference's input for T tokens of `in` on a layer of shape `s` (E = s.num_experts: the ids' range).
+inline reference::MoeReferenceInput reference_input(const RoutingInputs& in, int64_t T, const MoeShape& s,
+                                                    const reference::DecodedExperts* w13,
+                                                    const reference::DecodedExperts* w2) {
+  reference::MoeReferenceInput ri;
+  ri.num_tokens = T, ri.hidden = s.hidden, ri.intermediate = s.intermediate, ri.top_k = s.top_k;
+  ri.num_experts = s.num_experts;
+  ri.hidden_bf16 = in.hidden.data();
+  ri.topk_ids = in.ids.data();
+  ri.topk_weights = in.weights.data();
+  ri.w13 = w13;
+  ri.w2 = w2;
+  return ri;
+}
+
 struct Case {
   int64_t T, E, H, I, k;
   Routing routing = Routing::kUniform;

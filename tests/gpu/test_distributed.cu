@@ -23,6 +23,7 @@ namespace {
 using testing::DeviceBuffer;
 using testing::ExpertWeights;
 using testing::RoutingInputs;
+using testing::reference_input;
 
 #define NCCL_OK(expr) ASSERT_EQ((expr), ncclSuccess) << #expr
 
@@ -221,19 +222,6 @@ void run_partial(const MoeLayer& l, int dev, const RoutingInputs& in, int64_t T,
   for (int64_t row = 0; row < offsets.back(); ++row)
     (*act)[perm[static_cast<size_t>(row)]].assign(a.begin() + row * I, a.begin() + (row + 1) * I);
   CUDA_OK(cudaSetDevice(0));
-}
-
-reference::MoeReferenceInput reference_input(const RoutingInputs& in, int64_t T, const MoeShape& s,
-                                             const reference::DecodedExperts* w13, const reference::DecodedExperts* w2) {
-  reference::MoeReferenceInput ri;
-  ri.num_tokens = T, ri.hidden = s.hidden, ri.intermediate = s.intermediate, ri.top_k = s.top_k;
-  ri.num_experts = s.num_experts;
-  ri.hidden_bf16 = in.hidden.data();
-  ri.topk_ids = in.ids.data();
-  ri.topk_weights = in.weights.data();
-  ri.w13 = w13;
-  ri.w2 = w2;
-  return ri;
 }
 
 // Tensor parallelism over 2-4 GPUs, tokens replicated (all-reduce): every rank ends with the same output, which

@@ -23,6 +23,7 @@ namespace {
 using testing::DeviceBuffer;
 using testing::ExpertWeights;
 using testing::RoutingInputs;
+using testing::reference_input;
 
 // One rank's run: its output [T, H] (bf16 bits), the SwiGLU output of each pair it owns (by pair index), the
 // check() status, and its plan.
@@ -73,19 +74,6 @@ void run_rank(const MoeShape& shape, const Nvfp4ExpertWeights& w13, const Nvfp4E
   for (int64_t row = 0; row < rows; ++row)
     r->act[perm[static_cast<size_t>(row)]].assign(act.begin() + row * shape.intermediate,
                                                   act.begin() + (row + 1) * shape.intermediate);
-}
-
-reference::MoeReferenceInput reference_input(const RoutingInputs& in, int64_t T, const MoeShape& s,
-                                             const reference::DecodedExperts* w13, const reference::DecodedExperts* w2) {
-  reference::MoeReferenceInput ri;
-  ri.num_tokens = T, ri.hidden = s.hidden, ri.intermediate = s.intermediate, ri.top_k = s.top_k;
-  ri.num_experts = s.num_experts;
-  ri.hidden_bf16 = in.hidden.data();
-  ri.topk_ids = in.ids.data();
-  ri.topk_weights = in.weights.data();
-  ri.w13 = w13;
-  ri.w2 = w2;
-  return ri;
 }
 
 // The ranks' outputs summed (fp64 of their bf16 values) against the full layer's reference computed from the
