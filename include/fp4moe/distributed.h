@@ -70,10 +70,8 @@ class DistributedMoeLayer {
   int rank() const;
   int world_size() const;
   int device() const;
-  const MoeLayer& local() const;  // this rank's shard (plan(), check(), describe())
-  // The local shard's workspace inside `workspace` (testing::workspace_view reads it): kReplicated at its start,
-  // kSharded too (for world x T tokens).
-  static constexpr size_t kLocalWorkspaceOffset = 0;
+  // This rank's shard (plan(), check(), describe()); its workspace is the start of run()'s `workspace`.
+  const MoeLayer& local() const;
 
  private:
   struct Impl;

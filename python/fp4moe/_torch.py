@@ -213,9 +213,12 @@ def _err() -> ctypes.Array:
     return buf
 
 
-def _run(moe: "MoE", hidden: torch.Tensor, ids: torch.Tensor, weights: torch.Tensor, out: torch.Tensor) -> None:
-    T = _checks.check_forward(hidden, ids, weights, out, hidden_size=moe.hidden_size, top_k=moe.top_k,
-                              max_tokens=moe.max_tokens, device=moe.device)
+def _run(moe: "MoE", hidden: torch.Tensor, ids: torch.Tensor, weights: torch.Tensor, out: torch.Tensor,
+         checked_tokens: Optional[int] = None) -> None:
+    """The C ABI call; the arguments are checked first unless the caller did (checked_tokens: their T)."""
+    T = checked_tokens if checked_tokens is not None else _checks.check_forward(
+        hidden, ids, weights, out, hidden_size=moe.hidden_size, top_k=moe.top_k, max_tokens=moe.max_tokens,
+        device=moe.device)
     err = _err()
     lib = _capi.lib()
     args = (moe._layer, hidden.data_ptr(), T, ids.data_ptr(), weights.data_ptr(), out.data_ptr(),
@@ -247,11 +250,11 @@ _LIB.define("moe_out(Tensor hidden, Tensor topk_ids, Tensor topk_weights, int ha
 
 def _moe_op(hidden: torch.Tensor, topk_ids: torch.Tensor, topk_weights: torch.Tensor, handle: int) -> torch.Tensor:
     moe = _layer(handle)
-    # (Checked before the output is allocated, and again by _run on the output.)
-    _checks.check_forward(hidden, topk_ids, topk_weights, None, hidden_size=moe.hidden_size, top_k=moe.top_k,
-                          max_tokens=moe.max_tokens, device=moe.device)
+    # Checked once, before the output is allocated; the output is empty_like(hidden), so it passes what out= would.
+    T = _checks.check_forward(hidden, topk_ids, topk_weights, None, hidden_size=moe.hidden_size, top_k=moe.top_k,
+                              max_tokens=moe.max_tokens, device=moe.device)
     out = torch.empty_like(hidden)
-    _run(moe, hidden, topk_ids, topk_weights, out)
+    _run(moe, hidden, topk_ids, topk_weights, out, checked_tokens=T)
     return out
 
 

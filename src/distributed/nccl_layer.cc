@@ -36,14 +36,13 @@ struct DistributedMoeLayer::Impl {
   // kSharded: the gathered inputs and the whole output of the world x T tokens sit at the end of the workspace;
   // the local layer's workspace is everything before them (`local_bytes`).
   struct Layout {
-    int64_t local, local_bytes, hidden, ids, weights, out, gathered;
+    int64_t local_bytes, hidden, ids, weights, out, gathered;
   };
   Layout layout(int64_t tokens, int64_t bytes) const {
     Layout l{};
     const int64_t all = d.tokens == TokenLayout::kSharded ? tokens * world : tokens;
     if (d.tokens == TokenLayout::kSharded)
       l.gathered = aligned(all * shape.hidden * 2) + 2 * aligned(all * shape.top_k * 4) + aligned(all * shape.hidden * 2);
-    l.local = 0;
     l.local_bytes = (bytes - l.gathered) / kAlign * kAlign;
     int64_t o = l.local_bytes;
     l.hidden = o, o += aligned(all * shape.hidden * 2);
@@ -74,10 +73,12 @@ struct DistributedMoeLayer::Impl {
     if (workspace == nullptr && a.num_tokens > 0) return invalid_argument("workspace is null");
     MoeForwardArgs g = a;
     g.num_tokens = d.tokens == TokenLayout::kSharded ? a.num_tokens * world : a.num_tokens;
-    MoeRunPlan p;
-    FP4MOE_RETURN_IF_ERROR(layer.plan(g, &p));  // (kSharded: the gathered token count's limits)
+    const size_t need = layer.workspace_size(g);  // 0: the plan rejects the (gathered) call, which says why
+    if (need == 0) {
+      MoeRunPlan p;
+      return layer.plan(g, &p);
+    }
     const Layout l = layout(a.num_tokens, static_cast<int64_t>(bytes));
-    const size_t need = layer.workspace_size(g);
     if (bytes < static_cast<size_t>(l.gathered) || static_cast<size_t>(l.local_bytes) < need)
       return Status(StatusCode::kResourceExhausted,
                     "workspace holds " + std::to_string(bytes) + " bytes; " + std::to_string(a.num_tokens) +
@@ -165,7 +166,7 @@ Status DistributedMoeLayer::run(const MoeForwardArgs& a, void* workspace, size_t
   const Impl::Layout l = impl_->layout(a.num_tokens, static_cast<int64_t>(bytes));
   FP4MOE_RETURN_IF_ERROR(impl_->dispatch(a, ws, l, stream));
   const MoeForwardArgs g = impl_->local_args(a, ws, l);
-  FP4MOE_RETURN_IF_ERROR(impl_->layer.run(g, ws + l.local, static_cast<size_t>(l.local_bytes), stream));
+  FP4MOE_RETURN_IF_ERROR(impl_->layer.run(g, ws, static_cast<size_t>(l.local_bytes), stream));
   return impl_->combine(a, ws, l, stream);
 }
 
@@ -220,8 +221,7 @@ Status DistributedMoeLayer::run_group(const std::vector<const DistributedMoeLaye
   for (size_t i = 0; i < n && st.is_ok(); ++i) {
     FP4MOE_CUDA_TRY(cudaSetDevice(layers[i]->impl_->device));
     const Impl& m = *layers[i]->impl_;
-    st = m.layer.run(m.local_args(args[i], ws(i), l[i]), ws(i) + l[i].local, static_cast<size_t>(l[i].local_bytes),
-                     streams[i]);
+    st = m.layer.run(m.local_args(args[i], ws(i), l[i]), ws(i), static_cast<size_t>(l[i].local_bytes), streams[i]);
   }
   if (st.is_ok())
     st = grouped(

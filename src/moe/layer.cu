@@ -242,11 +242,7 @@ size_t MoeLayer::workspace_size(int64_t max_tokens, int down_k_splits, int gate_
 size_t MoeLayer::workspace_size(const MoeForwardArgs& a) const {
   MoeRunPlan rp;
   if (!impl_ || !impl_->plan(a, &rp, nullptr).is_ok()) return 0;
-  const MoeShape& s = impl_->shape;
-  const int64_t gu = rp.gate_up_k_splits > 1 ? rp.gate_up_k_splits * a.num_tokens * s.top_k * 2 * s.intermediate : 0;
-  return static_cast<size_t>(detail::workspace_layout(s, impl_->options.finalize, a.num_tokens,
-                                                      a.num_tokens * s.top_k * rp.down_k_splits, gu)
-                                 .total);
+  return static_cast<size_t>(detail::call_workspace_layout(impl_->shape, impl_->options.finalize, rp).total);
 }
 
 Status MoeLayer::can_implement(const MoeForwardArgs& a) const {
@@ -273,9 +269,8 @@ Status MoeLayer::Impl::run(const MoeForwardArgs& a, void* workspace, size_t work
   if (a.num_tokens > 0) FP4MOE_RETURN_IF_ERROR(check_arg_pointers(a));
   const MoeShape& s = shape;
   const int splits = rp.down_k_splits, gu_splits = rp.gate_up_k_splits;
-  const int64_t gu_floats = gu_splits > 1 ? gu_splits * a.num_tokens * s.top_k * 2 * s.intermediate : 0;
-  const detail::WorkspaceLayout L =
-      detail::workspace_layout(s, options.finalize, a.num_tokens, a.num_tokens * s.top_k * splits, gu_floats);
+  const int64_t gu_floats = detail::gate_up_split_floats(s, a.num_tokens, gu_splits);
+  const detail::WorkspaceLayout L = detail::call_workspace_layout(s, options.finalize, rp);
   if (workspace_bytes < static_cast<size_t>(L.total))
     return Status(StatusCode::kResourceExhausted, "workspace holds " + std::to_string(workspace_bytes) +
                                                       " bytes; " + std::to_string(a.num_tokens) + " tokens need " +

@@ -126,22 +126,30 @@ int heuristic_block_m(const PlanContext& c, int64_t num_tokens) {
   return best != 0 ? best : largest;
 }
 
+namespace {
+
+// A GEMM's expected work items per K split for T tokens on config r with N = n: its chunks (about the local experts
+// a token reaches under uniform routing, or the local pairs / block_m) x its N tiles.
+double expected_tiles(const PlanContext& c, int64_t num_tokens, const ResidentConfig& r, int64_t n) {
+  const MoeShape& s = *c.shape;
+  const double local_pairs = static_cast<double>(num_tokens) * static_cast<double>(s.top_k) *
+                             static_cast<double>(s.num_experts) / static_cast<double>(s.global_experts());
+  const double chunks = std::max(expected_local_experts(s, num_tokens), local_pairs / r.config.tile.block_m);
+  return chunks * static_cast<double>(n / r.config.tile.block_n);
+}
+
+// How full the persistent blocks' rounds are for `items` work items: items / (rounds x grid).
+double round_fill(double items, int grid) { return items / (std::ceil(items / grid) * grid); }
+
+}  // namespace
+
 int heuristic_down_k_splits(const PlanContext& c, int64_t num_tokens, int index) {
   const MoeShape& s = *c.shape;
   if (num_tokens > kMaxSplitTokens || index < 0 || !down_k_splits_supported(s, 2)) return 1;
   const ResidentConfig& r = (*c.configs)[static_cast<size_t>(index)];
   if ((s.intermediate / r.config.tile.block_k) % 2 != 0) return 1;
-  // Items of the down GEMM: chunks (about the experts with a token under uniform routing, or pairs / block_m)
-  // x N tiles x splits, walked by the persistent blocks in rounds.
-  const double local_pairs = static_cast<double>(num_tokens) * static_cast<double>(s.top_k) *
-                             static_cast<double>(s.num_experts) / static_cast<double>(s.global_experts());
-  const double chunks = std::max(expected_local_experts(s, num_tokens), local_pairs / r.config.tile.block_m);
-  const double tiles = chunks * static_cast<double>(s.hidden / r.config.tile.block_n);
-  auto fill = [&](int splits) {
-    const double items = tiles * splits;
-    return items / (std::ceil(items / r.grid) * r.grid);
-  };
-  return fill(2) >= fill(1) + kSplitFillGain ? 2 : 1;
+  const double tiles = expected_tiles(c, num_tokens, r, s.hidden);
+  return round_fill(2 * tiles, r.grid) >= round_fill(tiles, r.grid) + kSplitFillGain ? 2 : 1;
 }
 
 int heuristic_gate_up_k_splits(const PlanContext& c, int64_t num_tokens, int index) {
@@ -150,22 +158,24 @@ int heuristic_gate_up_k_splits(const PlanContext& c, int64_t num_tokens, int ind
   const ResidentConfig& r = (*c.configs)[static_cast<size_t>(index)];
   if (!r.config.tile.fused_routing) return 1;  // (only the decode tiles have split-K gate_up kernels)
   const int64_t k_tiles = s.hidden / r.config.tile.block_k;
-  const double local_pairs = static_cast<double>(num_tokens) * static_cast<double>(s.top_k) *
-                             static_cast<double>(s.num_experts) / static_cast<double>(s.global_experts());
-  const double chunks = std::max(expected_local_experts(s, num_tokens), local_pairs / r.config.tile.block_m);
-  const double tiles = chunks * static_cast<double>(2 * s.intermediate / r.config.tile.block_n);
+  const double tiles = expected_tiles(c, num_tokens, r, 2 * s.intermediate);
   // Only while the items fill less than half a round: with more, most blocks stream an item's whole K back to
-  // back and the splits' partial sums and serial fixups cost more than the idle blocks (GLM-5 TP8 at T=8: 228
-  // items on 264 blocks took 70 us unsplit, 91 us in 8 splits; at T=1, 32 items: 33.7 us unsplit, 24.3 split).
+  // back and the splits' partial sums and serial fixups cost more than the idle blocks (docs/perf/history.md:
+  // GLM-5 TP8 at T=8, 228 items on 264 blocks, was slower in 8 splits than unsplit).
   if (2 * tiles >= r.grid) return 1;
-  auto fill = [&](int splits) {
-    const double items = tiles * splits;
-    return items / (std::ceil(items / r.grid) * r.grid);
-  };
   int best = 1;
   for (int q : {2, 4, 8})
-    if (k_tiles % q == 0 && fill(q) >= fill(best) + kSplitFillGain) best = q;
+    if (k_tiles % q == 0 && round_fill(q * tiles, r.grid) >= round_fill(best * tiles, r.grid) + kSplitFillGain) best = q;
   return best;
+}
+
+int64_t gate_up_split_floats(const MoeShape& s, int64_t num_tokens, int splits) {
+  return splits > 1 ? splits * num_tokens * s.top_k * 2 * s.intermediate : 0;
+}
+
+WorkspaceLayout call_workspace_layout(const MoeShape& s, FinalizeMode mode, const MoeRunPlan& p) {
+  return workspace_layout(s, mode, p.num_tokens, p.num_tokens * s.top_k * p.down_k_splits,
+                          gate_up_split_floats(s, p.num_tokens, p.gate_up_k_splits));
 }
 
 namespace {
@@ -227,7 +237,6 @@ Status make_run_plan(const PlanContext& c, int64_t num_tokens, int block_m, int 
                               std::to_string(s.intermediate / down.config.tile.block_k) + " K tiles of " +
                               std::to_string(down.config.tile.block_k) + " at block_m " + std::to_string(bm));
   }
-  FP4MOE_RETURN_IF_ERROR(check_tokens(s, num_tokens, splits));
   const ResidentConfig& gate_up = (*c.configs)[static_cast<size_t>(ch.gate_up)];
   int gu_splits = gate_up_k_splits;
   if (gu_splits == 0) {
@@ -282,16 +291,15 @@ int64_t max_partial_rows(const PlanContext& c, int64_t max_tokens, int forced_sp
 
 int64_t max_gate_up_split_floats(const PlanContext& c, int64_t max_tokens, int forced_splits) {
   const MoeShape& s = *c.shape;
-  int64_t floats = 0;
+  int64_t floats = gate_up_split_floats(s, max_tokens, forced_splits);
   std::vector<int> block_ms = shipped_block_ms();
   block_ms.push_back(0);
   // Forced splits: any T up to max_tokens (the caller may force them at every size); the heuristic's: T <= 64.
-  if (forced_splits > 1) floats = max_tokens * s.top_k * 2 * s.intermediate * forced_splits;
   for (int64_t t = 1; t <= std::min(max_tokens, kMaxSplitTokens); ++t)
     for (int bm : block_ms) {
       MoeRunPlan p;
-      if (make_run_plan(c, t, bm, 0, &p, nullptr).is_ok() && p.gate_up_k_splits > 1)
-        floats = std::max(floats, t * s.top_k * 2 * s.intermediate * p.gate_up_k_splits);
+      if (make_run_plan(c, t, bm, 0, &p, nullptr).is_ok())
+        floats = std::max(floats, gate_up_split_floats(s, t, p.gate_up_k_splits));
     }
   return floats;
 }

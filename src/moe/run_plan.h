@@ -11,6 +11,7 @@
 #include "fp4moe/moe.h"
 #include "fp4moe/tuning.h"
 #include "kernels/moe_gemm_catalogue.h"
+#include "src/moe/workspace.h"
 
 namespace fp4moe::detail {
 
@@ -88,6 +89,10 @@ int heuristic_gate_up_k_splits(const PlanContext& c, int64_t num_tokens, int ind
 // Largest gate_up split-K partial buffer (fp32 values: splits x T x k x 2I) any plan (or one forcing
 // `forced_splits`) can need for T <= max_tokens; 0 when no plan splits gate_up.
 int64_t max_gate_up_split_floats(const PlanContext& c, int64_t max_tokens, int forced_splits);
+// gate_up's split-K partial sums of a call: splits x T x k x 2I fp32 values (0 without splits).
+int64_t gate_up_split_floats(const MoeShape& s, int64_t num_tokens, int splits);
+// The workspace layout of the call `p` plans (its T, down and gate_up K splits).
+WorkspaceLayout call_workspace_layout(const MoeShape& s, FinalizeMode mode, const MoeRunPlan& p);
 
 // Largest fp32 partial rows (T * k * splits) any plan with down_k_splits = 0 (or `forced_splits`) can need for
 // T <= max_tokens: the deterministic finalize's buffer.

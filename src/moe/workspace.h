@@ -17,7 +17,7 @@ inline constexpr int64_t kWorkspaceAlign = 256;
 struct WorkspaceLayout {
   int64_t flags, offsets, perm, inv, nchunks, chunk_expert, chunk_start, chunk_rows, act, partial, gu_split,
       route_counts, total;  // route_counts: the multi-block routing's counts and flags (kernels/moe_routing_layout.h)
-  int64_t max_chunks, gu_counters;
+  int64_t gu_counters;
 };
 WorkspaceLayout workspace_layout(const MoeShape& s, FinalizeMode mode, int64_t tokens, int64_t partial_rows,
                                  int64_t gate_up_split_floats = 0);
