@@ -19,6 +19,47 @@ struct EpilogueRows {
   int32_t lane_pair[2];
   float lane_weight[2];
 };
+// kFinalizeStoreBf16, one 8-token n-tile j of this warp's accumulators (c = acc[j]: rows g8 and g8 + 8 of the
+// warp's 16, tokens 2 t4 and 2 t4 + 1): each value times its row's alpha * router weight, rounded once to bf16, and
+// stored as bf16 pairs of adjacent columns. Lanes g8 and g8 ^ 1 (lane ^ 4) hold adjacent columns of the same two
+// tokens, so one shuffle each way gives the even lane both columns of its first token and the odd lane both of
+// its second: two 4-byte stores per lane instead of four 2-byte ones (those, with the same count of store
+// instructions as the fp32 epilogue for half the bytes, made the down GEMM slower: docs/perf/history.md).
+// Every lane runs the shuffles; rows past the item's tokens store nothing.
+template <class Cfg, bool kFusedRouting, bool kLaneRows>
+__device__ __forceinline__ void store_bf16_pairs(const MoeGemmParams& p, const WarpRouting& wr, const float (&c)[4],
+                                                 float* partial, int64_t split_base, int j, int row0, int rows,
+                                                 float alpha, int warp, int lane, int nt, const EpilogueRows& pre) {
+  const int g8 = lane >> 2, t4 = lane & 3;
+  const int m0 = j * 8 + t4 * 2;  // tokens m0 and m0 + 1 of the chunk
+  float w[2];
+#pragma unroll
+  for (int k = 0; k < 2; ++k) {
+    const int m = m0 + k;
+    if constexpr (kFusedRouting) {
+      w[k] = wr.router_weight(row0 + min(m, rows - 1));
+    } else if constexpr (kLaneRows) {
+      w[k] = __shfl_sync(0xFFFFFFFFu, pre.lane_weight[j * 8 < 32 ? 0 : 1], m & 31);
+    } else {
+      w[k] = m < rows ? p.topk_weights[p.perm_pair[row0 + m]] : 0.0f;
+    }
+  }
+  const float a0 = alpha * w[0] * c[0], a1 = alpha * w[1] * c[1];  // column h0, tokens m0 and m0 + 1
+  const float b0 = alpha * w[0] * c[2], b1 = alpha * w[1] * c[3];  // column h0 + 8
+  const bool even = (g8 & 1) == 0;
+  const float ra = __shfl_xor_sync(0xFFFFFFFFu, even ? a1 : a0, 4);
+  const float rb = __shfl_xor_sync(0xFFFFFFFFu, even ? b1 : b0, 4);
+  const int m = even ? m0 : m0 + 1;
+  if (m >= rows) return;
+  const int64_t h0 = static_cast<int64_t>(nt) * Cfg::kBlockN + warp * 16 + g8;
+  const int64_t col = even ? h0 : h0 - 1;  // the pair's first column (even)
+  __nv_bfloat16* d = reinterpret_cast<__nv_bfloat16*>(partial) + split_base + static_cast<int64_t>(row0 + m) * p.n + col;
+  const __nv_bfloat162 lo = even ? __floats2bfloat162_rn(a0, ra) : __floats2bfloat162_rn(ra, a1);
+  const __nv_bfloat162 hi = even ? __floats2bfloat162_rn(b0, rb) : __floats2bfloat162_rn(rb, b1);
+  *reinterpret_cast<__nv_bfloat162*>(d) = lo;
+  *reinterpret_cast<__nv_bfloat162*>(d + 8) = hi;
+}
+
 // The epilogue of one work item (N tile nt, K range q of expert e's chunk: rows row0 .. row0 + rows - 1),
 // straight from this warp's accumulators (mma.sync C fragments; on the wgmma path the same registers).
 // kLaneRows (the warp-specialized kernels): alpha and the down epilogue's per-row data come in `pre`, lane l
@@ -30,8 +71,10 @@ __device__ __forceinline__ void store_item(const MoeGemmParams& p, const WarpRou
                                            int nt, int q, int e, int row0, int rows, int warp, int lane,
                                            const EpilogueRows& pre = EpilogueRows{}) {
   constexpr int kBN = Cfg::kBlockN;
+  constexpr bool kStore = kEpi == MoeEpilogue::kFinalizeStore || kEpi == MoeEpilogue::kFinalizeStoreBf16;
   float* partial = p.partial_out;
-  if constexpr (kEpi == MoeEpilogue::kFinalizeStore) partial += q * p.split_stride;
+  // The deterministic epilogues' buffer of this K range (elements of the partial type).
+  [[maybe_unused]] const int64_t split_base = kStore ? q * p.split_stride : 0;
   static_assert(!(kLaneRows && kFusedRouting), "kLaneRows: the routing kernel's tables");
   static_assert(!kLaneRows || Cfg::kBlockM <= 64, "kLaneRows: two rows per lane");
   const float alpha = kLaneRows ? pre.alpha : p.alpha[e];
@@ -40,8 +83,13 @@ __device__ __forceinline__ void store_item(const MoeGemmParams& p, const WarpRou
   for (int j = 0; j < Cfg::kNTiles8; ++j) {
     if constexpr (kLaneRows)
       if (j * 8 >= rows) break;  // warp-uniform
+    if constexpr (kEpi == MoeEpilogue::kFinalizeStoreBf16)
+      store_bf16_pairs<Cfg, kFusedRouting, kLaneRows>(p, wr, acc[j], partial, split_base, j, row0, rows, alpha, warp,
+                                                      lane, nt, pre);
+    // (kFinalizeStoreBf16 stores both tokens of the n-tile above: no per-token pass)
+    constexpr int kTokensPerPass = kEpi == MoeEpilogue::kFinalizeStoreBf16 ? 0 : 2;
 #pragma unroll
-    for (int c = 0; c < 2; ++c) {
+    for (int c = 0; c < kTokensPerPass; ++c) {
       const int m = j * 8 + t4 * 2 + c;  // token row inside the chunk
       // down: looked up before the branch (warp-uniform shuffles); the pair only for the atomic epilogue
       [[maybe_unused]] int32_t fused_pair = 0;
@@ -83,8 +131,9 @@ __device__ __forceinline__ void store_item(const MoeGemmParams& p, const WarpRou
         const float scale = alpha * weight;
         const int64_t h0 = static_cast<int64_t>(nt) * kBN + warp * 16 + g8;
         if constexpr (kEpi == MoeEpilogue::kFinalizeStore) {
-          partial[prow * p.n + h0] = scale * acc[j][c];
-          partial[prow * p.n + h0 + 8] = scale * acc[j][2 + c];
+          float* d = partial + split_base + prow * p.n + h0;
+          d[0] = scale * acc[j][c];
+          d[8] = scale * acc[j][2 + c];
         } else {
           const int64_t tok = pair / p.top_k;
           atomicAdd(partial + tok * p.n + h0, scale * acc[j][c]);

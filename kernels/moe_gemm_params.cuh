@@ -14,6 +14,7 @@ namespace fp4moe::kernels {
 enum class MoeEpilogue {
   kSwiGLU,          // gate_up: out[row, j] = bf16(silu(alpha * gate_j) * alpha * up_j), permuted rows
   kFinalizeStore,   // down, deterministic: partial[row, h] = alpha * router_weight * acc (fp32), summed later in fixed order
+  kFinalizeStoreBf16,  // the same rounded to bf16 (FinalizeMode::kDeterministicBf16: half the partial bytes)
   kFinalizeAtomic,  // down, fast: acc32[token, h] += alpha * router_weight * acc (fp32 atomics, order not fixed)
 };
 
@@ -32,10 +33,10 @@ struct MoeGemmParams {
   const int32_t* chunk_rows;
   int32_t k_splits;            // K ranges per (chunk, N tile) item: 1, or (small T) 2/4/8 dividing K / kBlockK
   __nv_bfloat16* act_out;      // kSwiGLU: [P, N/2]
-  // kFinalizeStore: [k_splits, P, N]; kFinalizeAtomic: [T, N]; kSwiGLU with k_splits > 1 (multistage kernels):
+  // kFinalizeStore: [k_splits, P, N] (kFinalizeStoreBf16: the same in bf16 elements); kFinalizeAtomic: [T, N]; kSwiGLU with k_splits > 1 (multistage kernels):
   // [k_splits, P, N] raw partial sums, then one int32 arrival counter per (chunk, N tile), zeroed before the launch
   float* partial_out;
-  int64_t split_stride;        // kFinalizeStore, split kSwiGLU: floats between the k_splits partial buffers (P * N)
+  int64_t split_stride;        // kFinalizeStore(Bf16), split kSwiGLU: elements between the k_splits partial buffers (P * N)
   const float* topk_weights;   // [T * k] router weights (finalize epilogues)
 };
 // The routing inputs of the kFusedRouting kernels are a second kernel parameter (RoutingParams), not members of

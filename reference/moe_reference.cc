@@ -103,6 +103,7 @@ LayerOutput reference_down(const MoeReferenceInput& in, const std::vector<std::v
   LayerOutput o;
   o.out.assign(static_cast<size_t>(T * H), 0.0);
   std::vector<double> abs(static_cast<size_t>(T * H), 0.0);
+  std::vector<double> terms_abs(in.bf16_partials ? static_cast<size_t>(T * H) : 0, 0.0);
   std::vector<double> a64(static_cast<size_t>(I));
   for (int64_t t = 0; t < T; ++t) {
     for (int64_t s = 0; s < K; ++s) {
@@ -117,12 +118,21 @@ LayerOutput reference_down(const MoeReferenceInput& in, const std::vector<std::v
         const Dot d = dot(in.w2->row(e, h), a64.data(), I);
         o.out[static_cast<size_t>(t * H + h)] += rw * d.sum * inv;
         abs[static_cast<size_t>(t * H + h)] += std::fabs(rw) * d.abs * inv;
+        if (in.bf16_partials) {  // each K range's partial is one rounded value
+          const int64_t n = I / in.down_k_splits;
+          for (int64_t q = 0; q < in.down_k_splits; ++q)
+            terms_abs[static_cast<size_t>(t * H + h)] +=
+                std::fabs(rw * dot(in.w2->row(e, h) + q * n, a64.data() + q * n, n).sum * inv);
+        }
       }
     }
   }
   o.tol.resize(o.out.size());
   const double eps = std::ldexp(1.0, -23) * static_cast<double>(I + K);
-  for (size_t i = 0; i < o.out.size(); ++i) o.tol[i] = std::ldexp(std::fabs(o.out[i]), -8) + eps * abs[i] * 1.01 + 1e-30;
+  for (size_t i = 0; i < o.out.size(); ++i) {
+    o.tol[i] = std::ldexp(std::fabs(o.out[i]), -8) + eps * abs[i] * 1.01 + 1e-30;
+    if (in.bf16_partials) o.tol[i] += std::ldexp(terms_abs[i], -8) * 1.01;
+  }
   return o;
 }
 

@@ -44,6 +44,11 @@ struct MoeReferenceInput {
   const float* topk_weights = nullptr;    // [T, k]
   const DecodedExperts* w13 = nullptr;  // [E, 2I, H]
   const DecodedExperts* w2 = nullptr;   // [E, H, I]
+  // The layer rounds each (token, slot) term of the output to bf16 before its fp32 sum
+  // (FinalizeMode::kDeterministicBf16), each of its down_k_splits K ranges separately: reference_down's tolerance
+  // then adds 2^-8 x the sum of those rounded values' magnitudes.
+  bool bf16_partials = false;
+  int down_k_splits = 1;
 };
 
 // Per (token, slot) pair: the SwiGLU output before rounding and its error budget for an fp32 GPU path.
@@ -57,7 +62,8 @@ PairActivation reference_gate_up(const MoeReferenceInput& in, int64_t t, int64_t
 
 // Layer output [T, H] (exact) from given SwiGLU outputs act_bf16[pair] (bf16 bits, [I] each; pass the
 // reference's own rounded values or the GPU's), with the element-wise tolerance of an fp32-accumulating
-// GPU path whose result is rounded to bf16: 2^-8 |out| + (I + k) 2^-23 * sum |terms|.
+// GPU path whose result is rounded to bf16: 2^-8 |out| + (I + k) 2^-23 * sum |products| (+ 2^-8 * sum |terms|
+// with bf16_partials: each term's own rounding).
 struct LayerOutput {
   std::vector<double> out, tol;
 };

@@ -29,6 +29,7 @@ namespace {
 struct BenchOpts {
   ModelOptions model;
   std::string routing = "uniform", json, csv, plot;
+  std::string finalize = "deterministic";  // a fp4moe::finalize_mode_name
   std::vector<int64_t> tokens = {1, 8, 64, 256, 512, 1024, 2048, 4096};
   double zipf_s = 1.2;
   int block_m = 0, iters = 20;
@@ -104,6 +105,8 @@ int run_bench(const BenchOpts& o) {
   b.zipf_s = o.zipf_s;
   b.min_iters = o.iters;
   b.warp_specialized = !o.no_warp_specialized;
+  for (FinalizeMode f : {FinalizeMode::kDeterministic, FinalizeMode::kDeterministicBf16, FinalizeMode::kAtomic})
+    if (o.finalize == finalize_mode_name(f)) b.finalize = f;
   if (o.block_m) b.block_ms = {o.block_m};
   b.down_k_splits = o.down_k_splits;
   bench::MoeBenchDevice dev;
@@ -248,6 +251,13 @@ void add_bench_and_tune(CLI::App& app, int* rc) {
   bench->add_option("--routing", b->routing, "uniform or zipf")->check(CLI::IsMember({"uniform", "zipf"}))->capture_default_str();
   bench->add_option("--zipf-s", b->zipf_s, "Zipf exponent")->check(FiniteRange(0.0, 10.0))->capture_default_str();
   bench->add_option("--block-m", b->block_m, "time only this block_m (default: every built-in one)")->check(CLI::IsMember(shipped_block_ms()));
+  bench->add_option("--finalize", b->finalize,
+                    "the layer's finalize: deterministic (fp32 partials), deterministic-bf16 (bf16 partials) or atomic; "
+                    "the per-T note times the others")
+      ->check(CLI::IsMember({finalize_mode_name(FinalizeMode::kDeterministic),
+                             finalize_mode_name(FinalizeMode::kDeterministicBf16),
+                             finalize_mode_name(FinalizeMode::kAtomic)}))
+      ->capture_default_str();
   bench->add_flag("--no-warp-specialized", b->no_warp_specialized,
                   "sm_90: time the multistage kernels for block_m 16, 32 and 64 instead of the warp-specialized ones");
   bench->add_option("--down-k-splits", b->down_k_splits,

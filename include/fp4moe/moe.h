@@ -51,7 +51,18 @@ enum class FinalizeMode {
                    // same inputs, T and layer (block_m and down K splits, which a tuning cache may choose per
                    // tokens bucket, change the summation order; tuning_cache = "none" pins the heuristic)
   kAtomic,         // fp32 atomics into a [T, H] buffer: less traffic, summation order not fixed
+  // As kDeterministic (fixed order, fp32 sum), but each (token, slot) partial is rounded to bf16 before the sum,
+  // as serving stacks' MoE kernels keep their per-expert outputs: half the partial bytes written and re-read (T k H
+  // x 2 B instead of 4), which is most of a tensor-parallel shard's down phase at large T. One more bf16 rounding
+  // per term: |error| grows by at most 2^-8 x the sum of the terms' magnitudes.
+  kDeterministicBf16,
 };
+// "deterministic", "atomic" or "deterministic-bf16": the name the CLI, the tuning cache and the plans use.
+constexpr const char* finalize_mode_name(FinalizeMode m) {
+  return m == FinalizeMode::kAtomic ? "atomic" : m == FinalizeMode::kDeterministicBf16 ? "deterministic-bf16" : "deterministic";
+}
+// Whether the mode sums the k slots in a fixed order (bit-identical reruns).
+constexpr bool finalize_is_deterministic(FinalizeMode m) { return m != FinalizeMode::kAtomic; }
 
 // Expert weights in the checkpoint (ModelOpt) layout, on the device.
 struct Nvfp4ExpertWeights {

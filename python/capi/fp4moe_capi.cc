@@ -78,7 +78,9 @@ int fp4moe_layer_create(const int64_t shape[6], const int32_t options[8], const 
     fp4moe::MoeLayerOptions o;
     o.gate_up_order = options[0] ? fp4moe::GateUpOrder::kUpFirst : fp4moe::GateUpOrder::kGateFirst;
     o.global_scale_kind = options[1] ? fp4moe::GlobalScaleKind::kDequantize : fp4moe::GlobalScaleKind::kQuantize;
-    o.finalize = options[2] ? fp4moe::FinalizeMode::kAtomic : fp4moe::FinalizeMode::kDeterministic;
+    // options[2]: 0 deterministic, 1 atomic, 2 deterministic with bf16 partials (fp4moe::FinalizeMode's order)
+    if (options[2] < 0 || options[2] > 2) return fp4moe::invalid_argument("fp4moe_layer_create: finalize mode must be 0, 1 or 2");
+    o.finalize = static_cast<fp4moe::FinalizeMode>(options[2]);
     o.block_m = options[3];
     o.programmatic_launch = options[4] != 0;
     o.fuse_small_routing = options[5] != 0;

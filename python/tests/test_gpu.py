@@ -58,9 +58,9 @@ def decode(packed, scales, mult):
     return v * scales.to(torch.float64).repeat_interleave(16, dim=1) * float(mult)
 
 
-def reference(t, hidden, ids, weights, first=0, gate_first=True):
+def reference(t, hidden, ids, weights, first=0, gate_first=True, bf16_partials=False):
     """The layer's output [T, H] in fp64 and its element-wise tolerance. t holds the local experts first..first+E-1;
-    other ids (other ranks' experts) contribute nothing."""
+    other ids (other ranks' experts) contribute nothing. bf16_partials: each term is rounded to bf16 once more."""
     T, H = hidden.shape
     E, two_i = t["w13"].shape[:2]
     I = two_i // 2
@@ -83,7 +83,10 @@ def reference(t, hidden, ids, weights, first=0, gate_first=True):
         act_tol = act.abs() * (2.0 ** -8 + 2.0 ** -20) + 1.01 * eps_up * (1.1 * up.abs() * ga + silu.abs() * ua)
         w2 = decode(t["w2"][e], t["w2_scale"][e], t["w2_scale_2"][e])
         rw = weights[tok, slot].to(torch.float64)[:, None]
-        out.index_add_(0, tok, rw * (act @ w2.T))
+        term = rw * (act @ w2.T)
+        out.index_add_(0, tok, term)
+        if bf16_partials:
+            bound.index_add_(0, tok, term.abs() * (2.0 ** -8 * 1.01))
         bound.index_add_(0, tok, rw.abs() * ((act.abs() * eps_down * 1.01 + act_tol) @ w2.abs().T))
     return out, out.abs() * 2.0 ** -8 + bound + 1e-30
 
@@ -255,6 +258,20 @@ def test_deterministic_reruns_are_bit_identical_and_atomic_is_close():
     assert torch.equal(a, b)
     want, tol = reference(t, hidden, ids, w)
     assert_close(run_checked(make(t, 8, deterministic=False), hidden, ids, w), want, tol, "atomic finalize")
+
+
+def test_bf16_partials_match_the_reference_and_rerun_bit_identically():
+    g = gen()
+    t = random_layer(32, 2048, 512, g)
+    hidden, ids, w = random_inputs(96, 2048, 8, 32, g)
+    moe = make(t, 8, bf16_partials=True)
+    a, b = run_checked(moe, hidden, ids, w), run_checked(moe, hidden, ids, w)
+    assert torch.equal(a, b)
+    want, tol = reference(t, hidden, ids, w, bf16_partials=True)
+    assert_close(a, want, tol, "bf16 partials")
+    assert not torch.equal(a, run_checked(make(t, 8), hidden, ids, w)), "bf16 partials rounded nothing"
+    with pytest.raises(ValueError, match="deterministic"):
+        make(t, 8, bf16_partials=True, deterministic=False)
 
 
 def test_runs_on_the_current_stream_and_t_zero():

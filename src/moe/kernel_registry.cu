@@ -23,6 +23,7 @@ MoeKernelSet make_set() {
     static_assert(C::kSmemBytes == c.smem_bytes && C::kThreads == c.threads, "catalogue and kernel config disagree");
     s.gate_up = kernels::moe_gemm_ws_kernel<C, MoeEpilogue::kSwiGLU>;
     s.down_store = kernels::moe_gemm_ws_kernel<C, MoeEpilogue::kFinalizeStore>;
+    s.down_store_bf16 = kernels::moe_gemm_ws_kernel<C, MoeEpilogue::kFinalizeStoreBf16>;
     s.down_atomic = kernels::moe_gemm_ws_kernel<C, MoeEpilogue::kFinalizeAtomic>;
   } else {
     using C = MoeGemmConfig<t.block_m, t.block_n, t.block_k, c.stages, Arch, t.target_blocks>;
@@ -30,10 +31,12 @@ MoeKernelSet make_set() {
                   "catalogue and kernel config disagree");
     s.gate_up = kernels::moe_gemm_kernel<C, MoeEpilogue::kSwiGLU>;
     s.down_store = kernels::moe_gemm_kernel<C, MoeEpilogue::kFinalizeStore>;
+    s.down_store_bf16 = kernels::moe_gemm_kernel<C, MoeEpilogue::kFinalizeStoreBf16>;
     s.down_atomic = kernels::moe_gemm_kernel<C, MoeEpilogue::kFinalizeAtomic>;
     if constexpr (t.fused_routing) {
       s.gate_up_fused = kernels::moe_gemm_kernel<C, MoeEpilogue::kSwiGLU, true>;
       s.down_store_fused = kernels::moe_gemm_kernel<C, MoeEpilogue::kFinalizeStore, true>;
+      s.down_store_bf16_fused = kernels::moe_gemm_kernel<C, MoeEpilogue::kFinalizeStoreBf16, true>;
       s.down_atomic_fused = kernels::moe_gemm_kernel<C, MoeEpilogue::kFinalizeAtomic, true>;
       s.gate_up_split = kernels::moe_gemm_kernel<C, MoeEpilogue::kSwiGLU, false, true>;
       s.gate_up_split_fused = kernels::moe_gemm_kernel<C, MoeEpilogue::kSwiGLU, true, true>;

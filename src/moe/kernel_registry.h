@@ -15,15 +15,18 @@ using GemmKernelFn = void (*)(const kernels::MoeGemmParams, const kernels::MoeGe
 struct MoeKernelSet {
   catalogue::ShippedConfig config;  // the catalogue entry on its arch: tile, family, stages, threads, smem
   size_t tile_index = 0;            // into catalogue::kTiles
-  GemmKernelFn gate_up = nullptr, down_store = nullptr, down_atomic = nullptr;
+  // down_store: fp32 partials (FinalizeMode::kDeterministic); down_store_bf16: bf16 ones (kDeterministicBf16).
+  GemmKernelFn gate_up = nullptr, down_store = nullptr, down_store_bf16 = nullptr, down_atomic = nullptr;
   // The same with kFusedRouting (routing of at most 32 pairs inside the GEMMs); nullptr where not built.
-  GemmKernelFn gate_up_fused = nullptr, down_store_fused = nullptr, down_atomic_fused = nullptr;
+  GemmKernelFn gate_up_fused = nullptr, down_store_fused = nullptr, down_store_bf16_fused = nullptr,
+               down_atomic_fused = nullptr;
   // gate_up with split K (kSplitK), without and with fused routing: the decode tiles; nullptr elsewhere.
   GemmKernelFn gate_up_split = nullptr, gate_up_split_fused = nullptr;
-  // Every kernel of the set: the three epilogues, then their fused-routing and split-K versions where built.
+  // Every kernel of the set: the four epilogues, then their fused-routing and split-K versions where built.
   std::vector<GemmKernelFn> all() const {
-    std::vector<GemmKernelFn> v{gate_up, down_store, down_atomic};
-    for (GemmKernelFn f : {gate_up_fused, down_store_fused, down_atomic_fused, gate_up_split, gate_up_split_fused})
+    std::vector<GemmKernelFn> v{gate_up, down_store, down_store_bf16, down_atomic};
+    for (GemmKernelFn f : {gate_up_fused, down_store_fused, down_store_bf16_fused, down_atomic_fused, gate_up_split,
+                           gate_up_split_fused})
       if (f != nullptr) v.push_back(f);
     return v;
   }

@@ -307,7 +307,8 @@ Status MoeLayer::Impl::run(const MoeForwardArgs& a, void* workspace, size_t work
 #else
   const bool pdl_ok = rp.programmatic_launch;
 #endif
-  const bool det = options.finalize == FinalizeMode::kDeterministic;
+  const bool det = finalize_is_deterministic(options.finalize);
+  const bool bf16_partials = options.finalize == FinalizeMode::kDeterministicBf16;
   float* partial = reinterpret_cast<float*>(wsp + L.partial);
   // Fast mode accumulates with atomics into a zeroed buffer: zeroed first, so the kernels stay back to back.
   if ((phases & kPhaseDown) && !det)
@@ -399,16 +400,26 @@ Status MoeLayer::Impl::run(const MoeForwardArgs& a, void* workspace, size_t work
                            pdl_ok && (phases & kPhaseRouting) && !fused_routing, gu, ex));
   if (phases & kPhaseDown) {
     const detail::MoeKernelSet& k = ks_down;
-    const auto down = fused_routing ? (det ? k.down_store_fused : k.down_atomic_fused) : (det ? k.down_store : k.down_atomic);
+    const auto store = fused_routing ? (bf16_partials ? k.down_store_bf16_fused : k.down_store_fused)
+                                     : (bf16_partials ? k.down_store_bf16 : k.down_store);
+    const auto down = det ? store : (fused_routing ? k.down_atomic_fused : k.down_atomic);
     FP4MOE_CUDA_TRY(launch(down, rp.down.grid, rp.down.threads, rp.down.smem_bytes, stream,
                            pdl_ok && (phases & kPhaseGateUp), dn, ex));
     auto* out = static_cast<__nv_bfloat16*>(a.output);
     if (det) {
-      const int64_t n = a.num_tokens * (s.hidden / 4);
-      FP4MOE_CUDA_TRY(launch(kernels::moe_finalize_gather_kernel, ceil_div(n, 256), 256, 0, stream, pdl_ok,
-                             static_cast<const float*>(partial), static_cast<int32_t>(splits), dn.split_stride,
-                             static_cast<const int32_t*>(i32(L.inv)), static_cast<int32_t>(a.num_tokens),
-                             static_cast<int32_t>(s.top_k), static_cast<int32_t>(s.hidden), out));
+      const int64_t n = a.num_tokens * (s.hidden / (bf16_partials ? kernels::kFinalizeCols<__nv_bfloat16>
+                                                                 : kernels::kFinalizeCols<float>));
+      const auto* inv = static_cast<const int32_t*>(i32(L.inv));
+      const int32_t T = static_cast<int32_t>(a.num_tokens), top_k = static_cast<int32_t>(s.top_k), H = static_cast<int32_t>(s.hidden);
+      const int64_t grid = ceil_div(n, kernels::kFinalizeThreads);
+      if (bf16_partials)
+        FP4MOE_CUDA_TRY(launch(kernels::moe_finalize_gather_kernel<__nv_bfloat16>, grid, kernels::kFinalizeThreads, 0,
+                               stream, pdl_ok, reinterpret_cast<const __nv_bfloat16*>(partial),
+                               static_cast<int32_t>(splits), dn.split_stride, inv, T, top_k, H, out));
+      else
+        FP4MOE_CUDA_TRY(launch(kernels::moe_finalize_gather_kernel<float>, grid, kernels::kFinalizeThreads, 0, stream,
+                               pdl_ok, static_cast<const float*>(partial), static_cast<int32_t>(splits), dn.split_stride,
+                               inv, T, top_k, H, out));
     } else {
       const int64_t n = a.num_tokens * s.hidden;
       FP4MOE_CUDA_TRY(launch(kernels::moe_finalize_convert_kernel, ceil_div(n / 8, 256), 256, 0, stream, pdl_ok,

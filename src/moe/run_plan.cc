@@ -25,7 +25,7 @@ std::string MoeRunPlan::to_string() const {
                   (gate_up_k_splits > 1 ? "; gate_up K in " + std::to_string(gate_up_k_splits) + " splits" : std::string()) +
                   "; down K in " + std::to_string(down_k_splits) + " split(s), " +
                   (fused_routing ? "routing inside the GEMMs, " : "routing kernel, ") +
-                  (finalize == FinalizeMode::kDeterministic ? "deterministic" : "atomic") + " finalize" +
+                  finalize_mode_name(finalize) + " finalize" +
                   (programmatic_launch ? ", programmatic launch" : "");
   if (!source.empty()) s += " (" + source + ")";
   return s;

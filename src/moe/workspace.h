@@ -10,8 +10,8 @@ namespace fp4moe::detail {
 
 inline constexpr int64_t kWorkspaceAlign = 256;
 
-// Byte offsets of the workspace's parts for T tokens; the deterministic finalize's fp32 buffer holds `partial`
-// rows of H (pairs x K splits), the atomic one T rows.
+// Byte offsets of the workspace's parts for T tokens; the deterministic finalize's buffer holds `partial` rows of
+// H (pairs x K splits) of fp32 (kDeterministic) or bf16 (kDeterministicBf16), the atomic one T rows of fp32.
 // gate_up's split-K buffer (gu_split, when gate_up_split_floats > 0) holds that many fp32 partial sums and, after
 // the sums of the call's splits, gu_counters int32 arrival counters (one per chunk and N tile of 64 or more rows).
 struct WorkspaceLayout {

@@ -22,7 +22,13 @@ constexpr int kFormat = 1;
 // and bounds what a wrong path (a huge file) costs to read.
 constexpr int64_t kMaxCacheBytes = int64_t{4} << 20;
 
-const char* mode_name(FinalizeMode m) { return m == FinalizeMode::kDeterministic ? "deterministic" : "atomic"; }
+const char* mode_name(FinalizeMode m) { return finalize_mode_name(m); }
+// The mode a cache entry names, or false for a name that is none of them.
+bool mode_from_name(const std::string& name, FinalizeMode* m) {
+  for (FinalizeMode x : {FinalizeMode::kDeterministic, FinalizeMode::kAtomic, FinalizeMode::kDeterministicBf16})
+    if (name == finalize_mode_name(x)) return *m = x, true;
+  return false;
+}
 
 }  // namespace
 
@@ -141,6 +147,7 @@ Status TuningCache::parse(const std::string& text, const TuningEnvironment& env,
     if (!x.is_object()) return reject("an entry is not an object");
     int64_t E = 0, G = 0, H = 0, I = 0, K = 0, bucket = 0, bm = 0, splits = 0;
     std::string mode;
+    FinalizeMode fmode = FinalizeMode::kDeterministic;
     if (!int_field(x, "experts", 0, &E) || !int_field(x, "global_experts", 0, &G) || !int_field(x, "hidden", 0, &H) ||
         !int_field(x, "intermediate", 0, &I) ||
         !int_field(x, "top_k", 0, &K) || !int_field(x, "tokens_bucket", 0, &bucket) ||
@@ -148,11 +155,11 @@ Status TuningCache::parse(const std::string& text, const TuningEnvironment& env,
         (x.contains("us") && !x["us"].is_number()))
       return reject("an entry has a missing field or one of the wrong type");
     if (G == 0) G = E;  // (written before expert parallelism: the layer held every expert)
-    if (E <= 0 || G < E || H <= 0 || I <= 0 || K <= 0 || bucket <= 0 || (mode != "deterministic" && mode != "atomic") ||
+    if (E <= 0 || G < E || H <= 0 || I <= 0 || K <= 0 || bucket <= 0 || !mode_from_name(mode, &fmode) ||
         std::find(ms.begin(), ms.end(), bm) == ms.end() ||
         !down_k_splits_supported(MoeShape{E, H, I, K}, splits))
       return reject("an entry has invalid fields");
-    c.record(MoeShape{E, H, I, K, G, 0}, mode == "atomic" ? FinalizeMode::kAtomic : FinalizeMode::kDeterministic, bucket,
+    c.record(MoeShape{E, H, I, K, G, 0}, fmode, bucket,
              TunedChoice{static_cast<int>(bm), x.contains("us") ? x["us"].get<double>() : 0.0, static_cast<int>(splits)});
   }
   *out = std::move(c);

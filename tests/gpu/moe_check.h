@@ -94,7 +94,7 @@ struct Case {
   std::string name() const {
     return "T" + std::to_string(T) + "_E" + std::to_string(E) + "_H" + std::to_string(H) + "_I" + std::to_string(I) +
            "_k" + std::to_string(k) + "_" + testing::routing_name(routing) + "_bm" + std::to_string(block_m) +
-           (finalize == FinalizeMode::kAtomic ? "_atomic" : "_det") + (gate_first ? "_gatefirst" : "_upfirst") +
+           (finalize == FinalizeMode::kAtomic ? "_atomic" : finalize == FinalizeMode::kDeterministicBf16 ? "_detbf16" : "_det") + (gate_first ? "_gatefirst" : "_upfirst") +
            (dequant_kind ? "_ws2" : "") + "_splits" + std::to_string(down_k_splits) + (pdl ? "" : "_nopdl") +
            (warp_specialized ? "" : "_not_warp_specialized") + (kernel_arch ? "_kernels_sm" + std::to_string(kernel_arch) : "") +
            (gate_up_k_splits ? "_gusplits" + std::to_string(gate_up_k_splits) : "");
@@ -217,6 +217,8 @@ inline void check_against_reference(Problem& p) {
   reference::MoeReferenceInput ri;
   ri.num_tokens = c.T, ri.hidden = c.H, ri.intermediate = c.I, ri.top_k = c.k, ri.num_experts = c.E;
   ri.gate_first = c.gate_first;
+  ri.bf16_partials = c.finalize == FinalizeMode::kDeterministicBf16;
+  ri.down_k_splits = c.down_k_splits ? c.down_k_splits : plan_of(p.layer, c.T).down_k_splits;
   ri.hidden_bf16 = p.in.hidden.data();
   ri.topk_ids = p.in.ids.data();
   ri.topk_weights = p.in.weights.data();

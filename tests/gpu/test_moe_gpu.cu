@@ -99,6 +99,39 @@ MOE_CASE(Glm5FullShape_T1_DownSplits4, 1, 256, 6144, 2048, 8, Routing::kUniform,
 MOE_CASE(T3_E8_I1024_DownSplits4, 3, 8, 256, 1024, 2, Routing::kUniform, 0, FinalizeMode::kDeterministic, true, false, 4)
 MOE_CASE(T5_E8_I2048_DownSplits8_Atomic, 5, 8, 256, 2048, 2, Routing::kUniform, 16, FinalizeMode::kAtomic, true, false, 8)
 MOE_CASE(T70_E16_I1024_DownSplits2_BlockM64_NoPdl, 70, 16, 256, 1024, 4, Routing::kSkewed, 64, FinalizeMode::kDeterministic, true, false, 2, false)
+// bf16 partials (FinalizeMode::kDeterministicBf16): the TP8 shard's shape at T=1 (fused routing, split gate_up),
+// the warp-specialized tiles, and K splits (the split stride in bf16 elements).
+MOE_CASE(Glm5Tp8Shape_T1_Bf16Partials, 1, 256, 6144, 256, 8, Routing::kUniform, 0, FinalizeMode::kDeterministicBf16)
+MOE_CASE(T512_E256_k8_Bf16Partials, 512, 256, 256, 256, 8, Routing::kUniform, 0, FinalizeMode::kDeterministicBf16)
+MOE_CASE(T200_E16_k4_BlockM8_Skewed_Bf16Partials, 200, 16, 256, 256, 4, Routing::kSkewed, 8, FinalizeMode::kDeterministicBf16)
+MOE_CASE(T3_E8_I1024_DownSplits4_Bf16Partials, 3, 8, 256, 1024, 2, Routing::kUniform, 0, FinalizeMode::kDeterministicBf16, true, false, 4)
+MOE_CASE(T70_E16_I1024_DownSplits2_BlockM64_Bf16Partials, 70, 16, 256, 1024, 4, Routing::kSkewed, 64, FinalizeMode::kDeterministicBf16, true, false, 2)
+
+// The bf16-partial mode really rounds its terms: on the same inputs some outputs differ from the fp32-partial
+// mode's (a layer that ignored the mode would match bit for bit and still pass its reference test), its
+// workspace holds half the partial bytes, and its plan says so.
+TEST(MoeGpu, Bf16PartialsRoundTheTermsAndHalveTheirBuffer) {
+  FP4MOE_SKIP_WITHOUT_GPU();
+  const uint64_t seed = devdata::fresh_seed() % 1000003;
+  Problem f32, b16;
+  f32.setup(Case{128, 32, 512, 256, 8, Routing::kUniform, 32}, seed);
+  if (HasFatalFailure()) return;
+  b16.setup(Case{128, 32, 512, 256, 8, Routing::kUniform, 32, FinalizeMode::kDeterministicBf16}, seed);
+  if (HasFatalFailure()) return;
+  f32.run_poisoned();
+  b16.run_poisoned();
+  if (HasFatalFailure()) return;
+  const auto a = f32.out.download<uint16_t>(128 * 512), b = b16.out.download<uint16_t>(128 * 512);
+  size_t differ = 0;
+  for (size_t i = 0; i < a.size(); ++i) differ += a[i] != b[i];
+  EXPECT_GT(differ, a.size() / 100) << "bf16 partials changed " << differ << " of " << a.size() << " outputs";
+  EXPECT_LT(differ, a.size()) << "every output differs: not one more rounding per term";
+  // The partial buffer: 128 x 8 rows of H per K split, fp32 or bf16; the rest of the workspace is the same.
+  // (workspace_size covers the largest down K split a plan may take: a whole number of such buffers)
+  const size_t saved = f32.layer.workspace_size(128) - b16.layer.workspace_size(128), half = size_t{128} * 8 * 512 * 2;
+  EXPECT_TRUE(saved >= half && saved % half == 0) << saved;
+  EXPECT_NE(b16.layer.describe(128).find("deterministic-bf16 finalize"), std::string::npos) << b16.layer.describe(128);
+}
 
 // A tuning cache's choice for a tokens bucket sets both the block size and the down GEMM's K splits, and
 // workspace_size grows to hold the tuned split count's partial sums.
@@ -236,6 +269,8 @@ TEST(MoeGpu, WarpSpecializedAndMultistageTilesMatchTheReference) {
       Case{200, 16, 512, 512, 4, Routing::kUniform, 16},
       Case{96, 8, 2048, 1024, 2, Routing::kSkewed, 16, FinalizeMode::kAtomic, false, false, 2},
       Case{300, 64, 256, 512, 8, Routing::kOneExpert, 16},
+      Case{300, 16, 256, 512, 2, Routing::kSkewed, 32, FinalizeMode::kDeterministicBf16},
+      Case{200, 16, 512, 512, 4, Routing::kUniform, 16, FinalizeMode::kDeterministicBf16, true, false, 2},
   };
   for (bool ws : {true, false}) {
     for (Case c : cases) {
@@ -252,7 +287,7 @@ TEST(MoeGpu, WarpSpecializedAndMultistageTilesMatchTheReference) {
       EXPECT_FALSE((plan_of(p.layer, 1, 16).gate_up.family == KernelFamily::kWarpSpecialized)) << "at most 32 pairs: the multistage kernels route them";
       EXPECT_TRUE(plan_of(p.layer, 1, 16).fused_routing);
       EXPECT_EQ(p.layer.describe(c.T).find("warp-specialized") != std::string::npos, ws) << p.layer.describe(c.T);
-      if (c.finalize == FinalizeMode::kDeterministic) {
+      if (finalize_is_deterministic(c.finalize)) {
         const auto first = p.out.download<uint16_t>(static_cast<size_t>(c.T * c.H));
         p.run_poisoned();
         if (HasFatalFailure()) return;

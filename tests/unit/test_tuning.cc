@@ -45,12 +45,16 @@ TEST(Tuning, RoundTripThroughAFile) {
   c.record(kGlm, FinalizeMode::kDeterministic, 512, {32, 2497.6});
   c.record(kGlm, FinalizeMode::kDeterministic, 64, {8, 1254.3, 4});
   c.record(kGlm, FinalizeMode::kAtomic, 64, {16, 1200.0});
+  c.record(kGlm, FinalizeMode::kDeterministicBf16, 64, {32, 1100.0, 2});
   ASSERT_TRUE(c.save(path).is_ok());
   TuningCache back;
   std::string note = "x";
   ASSERT_TRUE(TuningCache::load(path, env(), &back, &note).is_ok());
   EXPECT_EQ(note, "");
-  EXPECT_EQ(back.size(), 3u);
+  EXPECT_EQ(back.size(), 4u);
+  ASSERT_TRUE(back.lookup(kGlm, FinalizeMode::kDeterministicBf16, 64).has_value());  // its own key, not fp32's
+  EXPECT_EQ(back.lookup(kGlm, FinalizeMode::kDeterministicBf16, 64)->block_m, 32);
+  EXPECT_EQ(back.lookup(kGlm, FinalizeMode::kDeterministicBf16, 64)->down_k_splits, 2);
   ASSERT_TRUE(back.lookup(kGlm, FinalizeMode::kDeterministic, 300).has_value());
   EXPECT_EQ(back.lookup(kGlm, FinalizeMode::kDeterministic, 300)->block_m, 32);
   EXPECT_DOUBLE_EQ(back.lookup(kGlm, FinalizeMode::kDeterministic, 300)->us, 2497.6);

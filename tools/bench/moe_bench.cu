@@ -109,8 +109,10 @@ Status run_moe_bench(const MoeBenchOptions& o, MoeBenchDevice* dev, std::vector<
   }
 
   // Weights: random NVFP4 codes and scales in the checkpoint layout, prepacked by the layer.
-  MoeLayer layer, layer_twin, layer_plain, layer_atomic, layer_unfused, layer_other_ws;
+  MoeLayer layer, layer_twin, layer_plain, layer_atomic, layer_unfused, layer_other_ws, layer_other_det;
   MoeLayerOptions base;
+  base.finalize = o.finalize;
+  const bool main_det = finalize_is_deterministic(o.finalize);
   if (!o.use_tuning_cache) base.tuning_cache = "none";
   base.warp_specialized = o.warp_specialized;
   base.kernel_arch = o.kernel_arch;
@@ -132,7 +134,7 @@ Status run_moe_bench(const MoeBenchOptions& o, MoeBenchDevice* dev, std::vector<
     const Nvfp4ExpertWeights w13{w13p.p, w13s.p, static_cast<float*>(g13.p)}, w2{w2p.p, w2s.p, static_cast<float*>(g2.p)};
     FP4MOE_RETURN_IF_ERROR(layer.init(o.shape, base, w13, w2, nullptr));
     if (o.phases) {  // the same weights in the two variants the benchmark compares against
-      MoeLayerOptions plain = base, atomic = base, unfused = base, other_ws = base;
+      MoeLayerOptions plain = base, atomic = base, unfused = base, other_ws = base, other_det = base;
       // The other MoeLayerOptions::warp_specialized setting: a copy of the weights only where this GPU has both
       // kernel families (with the option on, the layer takes the warp-specialized 16/32/64-token tiles where built).
       other_ws.warp_specialized = !base.warp_specialized;
@@ -144,11 +146,14 @@ Status run_moe_bench(const MoeBenchOptions& o, MoeBenchDevice* dev, std::vector<
         FP4MOE_RETURN_IF_ERROR(layer_other_ws.init(o.shape, other_ws, w13, w2, nullptr));
       plain.programmatic_launch = false;
       atomic.finalize = FinalizeMode::kAtomic;
+      other_det.finalize = o.finalize == FinalizeMode::kDeterministicBf16 ? FinalizeMode::kDeterministic
+                                                                          : FinalizeMode::kDeterministicBf16;
       unfused.fuse_small_routing = false;
       FP4MOE_RETURN_IF_ERROR(layer_twin.init(o.shape, base, w13, w2, nullptr));
       FP4MOE_RETURN_IF_ERROR(layer_unfused.init(o.shape, unfused, w13, w2, nullptr));
       FP4MOE_RETURN_IF_ERROR(layer_plain.init(o.shape, plain, w13, w2, nullptr));
-      FP4MOE_RETURN_IF_ERROR(layer_atomic.init(o.shape, atomic, w13, w2, nullptr));
+      if (o.finalize != FinalizeMode::kAtomic) FP4MOE_RETURN_IF_ERROR(layer_atomic.init(o.shape, atomic, w13, w2, nullptr));
+      if (main_det) FP4MOE_RETURN_IF_ERROR(layer_other_det.init(o.shape, other_det, w13, w2, nullptr));
     }
   }
   // cuBLAS baseline: bf16 weights of every expert.
@@ -180,8 +185,10 @@ Status run_moe_bench(const MoeBenchOptions& o, MoeBenchDevice* dev, std::vector<
     if (o.progress) o.progress(ti, o.tokens.size(), T);
     // Routing sets rotated between iterations so the active experts' weights are not L2-resident.
     const int sets = T <= 64 ? 16 : 4;
-    // Room for the timed split counts and the 4-split comparison.
-    const size_t ws_bytes = layer.workspace_size(T, max_split);
+    // Room for the timed split counts and the 4-split comparison, in every variant's finalize mode (the
+    // fp32-partial layer's is the largest).
+    size_t ws_bytes = layer.workspace_size(T, max_split);
+    if (o.phases && main_det) ws_bytes = std::max(ws_bytes, layer_other_det.workspace_size(T, max_split));
     std::vector<DevBuf> ws(sets), ids(sets), wts(sets);
     DevBuf hid, out;
     FP4MOE_RETURN_IF_ERROR(hid.alloc(T * H * 2));
@@ -270,8 +277,9 @@ Status run_moe_bench(const MoeBenchOptions& o, MoeBenchDevice* dev, std::vector<
       };
       std::vector<Variant> variants = {{&layer, &r.layer_main_us},
                                        {&layer_twin, &r.layer_twin_us},
-                                       {&layer_plain, &r.layer_plain_us},
-                                       {&layer_atomic, &r.layer_atomic_us}};
+                                       {&layer_plain, &r.layer_plain_us}};
+      if (o.finalize != FinalizeMode::kAtomic) variants.push_back({&layer_atomic, &r.layer_atomic_us});
+      if (main_det) variants.push_back({&layer_other_det, &r.layer_other_det_us});
       const MoeRunPlan main_plan = plan_of(layer, T, r.block_m);
       r.gate_up_k_splits = main_plan.gate_up_k_splits;
       if (main_plan.gate_up.family != plan_of(layer_other_ws, T, r.block_m).gate_up.family)
@@ -414,10 +422,14 @@ void print_moe_bench(const MoeBenchOptions& o, const MoeBenchDevice& dev, const 
     if (r.layer_main_us > 0) {
       auto rel = [&](double us) { return 100.0 * (us / r.layer_main_us - 1.0); };
       std::fprintf(f, "; at bm%d, medians of 3 rounds each timing the layer (%.1f us) and then every variant: same options "
-                      "on a second copy of the weights %.1f us (%+.1f%%), without programmatic launch %.1f us (%+.1f%%), "
-                      "atomic finalize %.1f us (%+.1f%%)",
+                      "on a second copy of the weights %.1f us (%+.1f%%), without programmatic launch %.1f us (%+.1f%%)",
                    r.block_m, r.layer_main_us, r.layer_twin_us, rel(r.layer_twin_us), r.layer_plain_us,
-                   rel(r.layer_plain_us), r.layer_atomic_us, rel(r.layer_atomic_us));
+                   rel(r.layer_plain_us));
+      if (r.layer_atomic_us > 0)
+        std::fprintf(f, ", atomic finalize %.1f us (%+.1f%%)", r.layer_atomic_us, rel(r.layer_atomic_us));
+      if (r.layer_other_det_us > 0)
+        std::fprintf(f, ", %s partials %.1f us (%+.1f%%)", o.finalize == FinalizeMode::kDeterministicBf16 ? "fp32" : "bf16",
+                     r.layer_other_det_us, rel(r.layer_other_det_us));
       if (r.layer_other_ws_us > 0)
         std::fprintf(f, ", %s %.1f us (%+.1f%%)",
                      o.warp_specialized ? "multistage kernels (not warp-specialized)" : "warp-specialized kernels",
@@ -431,12 +443,12 @@ void print_moe_bench(const MoeBenchOptions& o, const MoeBenchDevice& dev, const 
     std::fprintf(f, "\n");
   }
   const MoeShape& s = o.shape;
-  std::fprintf(f, "\nMoE layer (E=%lld%s, H=%lld, I=%lld, top-%lld), NVFP4 W4A16, deterministic finalize, %s routing; weights "
+  std::fprintf(f, "\nMoE layer (E=%lld%s, H=%lld, I=%lld, top-%lld), NVFP4 W4A16, %s finalize, %s routing; weights "
                   "rotated past L2; median of >= %d after warm-up\n",
                static_cast<long long>(s.num_experts),
                s.global_experts() != s.num_experts ? (" of " + std::to_string(s.global_experts())).c_str() : "",
                static_cast<long long>(s.hidden), static_cast<long long>(s.intermediate), static_cast<long long>(s.top_k),
-               o.routing.c_str(), o.min_iters);
+               finalize_mode_name(o.finalize), o.routing.c_str(), o.min_iters);
   std::fprintf(f, "bytes = active experts' NVFP4 weights incl. scales (0.5625 B/weight); floor = bytes / measured read BW\n\n");
   std::fprintf(f, "%6s %6s %3s %8s %7s %8s %8s %8s %8s %8s %6s %6s %7s %9s %7s %9s %7s %9s %7s %6s %7s\n", "T", "active", "bm",
                "MB", "route", "gate_up", "down", "layer", "graph", "floor", "GB/s", "%BW", "TFLOP/s", "cuBLAS gu", "gu x",
@@ -483,6 +495,7 @@ std::string moe_bench_json(const MoeBenchOptions& o, const MoeBenchDevice& dev, 
                    {"cublas_us", r.cublas_us}, {"projected_tokens_per_s", r.tokens_per_s},
                    {"layer_variant_reference_us", r.layer_main_us}, {"layer_second_weight_copy_us", r.layer_twin_us},
                    {"layer_plain_launch_us", r.layer_plain_us}, {"layer_atomic_finalize_us", r.layer_atomic_us},
+                   {"finalize", finalize_mode_name(o.finalize)}, {"layer_other_deterministic_finalize_us", r.layer_other_det_us},
                    {"layer_unfused_routing_us", r.layer_unfused_us},
                    {"gate_up_k_splits", r.gate_up_k_splits}, {"layer_gate_up_unsplit_us", r.layer_gate_up_unsplit_us}, {"layer_other_warp_specialized_us", r.layer_other_ws_us},
                    {"down_k_splits", r.down_k_splits},

@@ -27,6 +27,7 @@ struct MoeBenchOptions {
   bool phases = true;                  // also time routing, gate_up and down alone
   bool graph = true;                   // also time the layer replayed from a CUDA graph
   int kernel_arch = 0;                 // MoeLayerOptions::kernel_arch of the layers timed (120: sm_120 configs on sm_90)
+  FinalizeMode finalize = FinalizeMode::kDeterministic;  // the main layer's (the per-T note times the others)
   bool warp_specialized = true;        // MoeLayerOptions::warp_specialized of the layers timed (the per-T note
                                        // also times the other setting where it changes the kernels)
   int min_iters = 20;                  // timed runs per measurement (median)
@@ -64,6 +65,9 @@ struct MoeBenchRow {
   double layer_main_us = 0, layer_twin_us = 0;
   // Without programmatic dependent launch, and with the atomic finalize.
   double layer_plain_us = 0, layer_atomic_us = 0;
+  // With the other deterministic finalize (bf16 partials where the main layer has fp32 ones, and back); 0 when the
+  // main layer's finalize is atomic.
+  double layer_other_det_us = 0;
   double layer_other_ws_us = 0;  // with MoeLayerOptions::warp_specialized flipped where that changes the kernels, else 0
   double layer_gate_up_unsplit_us = 0;  // with gate_up's K not split where the layer splits it (gate_up_k_splits), else 0
   int gate_up_k_splits = 1;  // the layer's gate_up K splits at the fastest block_m
