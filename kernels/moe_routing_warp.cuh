@@ -82,10 +82,14 @@ __device__ __forceinline__ WarpRouting warp_routing(const RoutingParams& p, int3
   }
   const bool valid = key != INT32_MAX;
   const int32_t num_valid = __popc(__ballot_sync(0xFFFFFFFFu, valid));
+  // The lanes past num_pairs hold no pair (key INT32_MAX), so the scans below stop there: a decode step of one
+  // token scans 8 lanes, not 32, before its gate_up blocks can issue their first weight copies. (n is the same
+  // for the whole warp, so the shuffles stay converged.)
+  const int n = p.num_pairs < 32 ? p.num_pairs : 32;
   // Permuted row of this pair: valid pairs before it in (expert, index) order; and its rank in its expert.
   int32_t pos = 0, rank_in_expert = 0;
-#pragma unroll
-  for (int j = 0; j < 32; ++j) {
+#pragma unroll 8
+  for (int j = 0; j < n; ++j) {
     const int32_t kj = __shfl_sync(0xFFFFFFFFu, key, j);
     pos += (kj < key) || (kj == key && j < lane);
     rank_in_expert += (kj == key && j < lane);
@@ -93,8 +97,8 @@ __device__ __forceinline__ WarpRouting warp_routing(const RoutingParams& p, int3
   // Inverse: lane r finds the pair whose row is r.
   WarpRouting w;
   int32_t my_key = INT32_MAX, my_rank = 0;
-#pragma unroll
-  for (int j = 0; j < 32; ++j) {
+#pragma unroll 8
+  for (int j = 0; j < n; ++j) {
     const int32_t pj = __shfl_sync(0xFFFFFFFFu, pos, j);
     const int32_t kj = __shfl_sync(0xFFFFFFFFu, key, j);
     const int32_t rj = __shfl_sync(0xFFFFFFFFu, rank_in_expert, j);
@@ -122,8 +126,8 @@ __device__ __forceinline__ WarpRouting warp_routing(const RoutingParams& p, int3
     for (int e0 = warp * 32; e0 <= E; e0 += nwarps * 32) {  // warp-uniform bounds: the shuffles stay converged
       const int e = e0 + lane;
       int32_t below = 0;
-#pragma unroll
-      for (int j = 0; j < 32; ++j) below += __shfl_sync(0xFFFFFFFFu, key, j) < e;
+#pragma unroll 8
+      for (int j = 0; j < n; ++j) below += __shfl_sync(0xFFFFFFFFu, key, j) < e;
       if (e <= E) p.expert_offsets[e] = below;
     }
     if (warp == 0) {
