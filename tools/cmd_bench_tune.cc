@@ -26,6 +26,12 @@
 namespace fp4moe::cli {
 namespace {
 
+// The finalize modes' names, for the CLI's choices (fp4moe::finalize_mode_name is the one spelling).
+std::vector<std::string> finalize_mode_names() {
+  return {finalize_mode_name(FinalizeMode::kDeterministic), finalize_mode_name(FinalizeMode::kDeterministicBf16),
+          finalize_mode_name(FinalizeMode::kAtomic)};
+}
+
 struct BenchOpts {
   ModelOptions model;
   std::string routing = "uniform", json, csv, plot;
@@ -43,6 +49,7 @@ struct BenchOpts {
 struct TuneOpts {
   ModelOptions model;
   std::string cache, json;
+  std::string finalize = "deterministic";  // the layers' finalize mode, a fp4moe::finalize_mode_name (cache key)
   int64_t max_tokens = 4096;
   double budget_s = 10;
   std::string* json_text = nullptr;  // the tuned table as JSON, for the caller (report)
@@ -105,8 +112,7 @@ int run_bench(const BenchOpts& o) {
   b.zipf_s = o.zipf_s;
   b.min_iters = o.iters;
   b.warp_specialized = !o.no_warp_specialized;
-  for (FinalizeMode f : {FinalizeMode::kDeterministic, FinalizeMode::kDeterministicBf16, FinalizeMode::kAtomic})
-    if (o.finalize == finalize_mode_name(f)) b.finalize = f;
+  finalize_mode_from_name(o.finalize, &b.finalize);  // (CLI11 checked the name)
   if (o.block_m) b.block_ms = {o.block_m};
   b.down_k_splits = o.down_k_splits;
   bench::MoeBenchDevice dev;
@@ -167,6 +173,7 @@ int run_tune(const TuneOpts& o) {
   // Split-K of the down GEMM is part of the tactic space: 1, 2 and 4 where they divide I / 256.
   b.down_k_splits = {1, 2, 4};
   b.use_tuning_cache = false;  // the heuristic column is the built-in heuristic, not an older cache
+  finalize_mode_from_name(o.finalize, &b.finalize);  // (CLI11 checked the name)
   b.baselines = false;
   b.phases = false;
   b.graph = false;
@@ -201,7 +208,7 @@ int run_tune(const TuneOpts& o) {
     jt["buckets"].push_back({{"tokens", r.T}, {"heuristic_block_m", r.heuristic_bm},
                              {"heuristic_down_k_splits", r.heuristic_splits}, {"heuristic_us", hus},
                              {"tuned_block_m", r.block_m}, {"tuned_down_k_splits", splits}, {"tuned_us", r.layer_us}});
-    cache.record(m.shard, FinalizeMode::kDeterministic, r.T, TunedChoice{r.block_m, r.layer_us, splits});
+    cache.record(m.shard, b.finalize, r.T, TunedChoice{r.block_m, r.layer_us, splits});
     std::printf("%8lld %14d %12.1f %10d %8d %12.1f %7.2fx\n", static_cast<long long>(r.T), r.heuristic_bm, hus,
                 r.block_m, splits, r.layer_us, hus > 0 ? hus / r.layer_us : 0.0);
   }
@@ -254,9 +261,7 @@ void add_bench_and_tune(CLI::App& app, int* rc) {
   bench->add_option("--finalize", b->finalize,
                     "the layer's finalize: deterministic (fp32 partials), deterministic-bf16 (bf16 partials) or atomic; "
                     "the per-T note times the others")
-      ->check(CLI::IsMember({finalize_mode_name(FinalizeMode::kDeterministic),
-                             finalize_mode_name(FinalizeMode::kDeterministicBf16),
-                             finalize_mode_name(FinalizeMode::kAtomic)}))
+      ->check(CLI::IsMember(finalize_mode_names()))
       ->capture_default_str();
   bench->add_flag("--no-warp-specialized", b->no_warp_specialized,
                   "sm_90: time the multistage kernels for block_m 16, 32 and 64 instead of the warp-specialized ones");
@@ -278,6 +283,10 @@ void add_bench_and_tune(CLI::App& app, int* rc) {
   tune->add_option("--json", t->json, "also write the tuned table as JSON");
   tune->add_option("--budget-s", t->budget_s, "time budget per shape: buckets not reached keep the heuristic")
       ->check(FiniteRange(1.0, 3600.0))->capture_default_str();
+  tune->add_option("--finalize", t->finalize,
+                   "the finalize mode to tune for (a layer adopts the cache's choices for its own mode only)")
+      ->check(CLI::IsMember(finalize_mode_names()))
+      ->capture_default_str();
   tune->callback([t, rc]() { *rc = run_tune(*t); });
 }
 

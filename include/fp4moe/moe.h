@@ -61,6 +61,12 @@ enum class FinalizeMode {
 constexpr const char* finalize_mode_name(FinalizeMode m) {
   return m == FinalizeMode::kAtomic ? "atomic" : m == FinalizeMode::kDeterministicBf16 ? "deterministic-bf16" : "deterministic";
 }
+// The mode of a finalize_mode_name, or false (m untouched) for any other text.
+inline bool finalize_mode_from_name(const std::string& name, FinalizeMode* m) {
+  for (FinalizeMode x : {FinalizeMode::kDeterministic, FinalizeMode::kAtomic, FinalizeMode::kDeterministicBf16})
+    if (name == finalize_mode_name(x)) return *m = x, true;
+  return false;
+}
 // Whether the mode sums the k slots in a fixed order (bit-identical reruns).
 constexpr bool finalize_is_deterministic(FinalizeMode m) { return m != FinalizeMode::kAtomic; }
 

@@ -26,7 +26,8 @@ FP4MOE_CAPI int fp4moe_capi_version(void);
 FP4MOE_CAPI const char* fp4moe_build_text(void);
 
 /* shape: E, H, I, k, E_global (0: E), first_expert. options: gate_up_order (0 gate first, 1 up first),
- * global_scale_kind (0 quantize-style gs, 1 ModelOpt dequantize multiplier), finalize (0 deterministic, 1 atomic),
+ * global_scale_kind (0 quantize-style gs, 1 ModelOpt dequantize multiplier), finalize (0 deterministic, 1 atomic, 2 deterministic with bf16
+ * partials),
  * block_m (0: per call), programmatic_launch, fuse_small_routing, warp_specialized, kernel_arch (0: the device's).
  * tuning_cache: "" default location, "none", or a path. w13/w2: packed, scales, global_scale device pointers.
  * The layer lives on the current device; init synchronises `stream` once. */

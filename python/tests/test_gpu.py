@@ -60,7 +60,9 @@ def decode(packed, scales, mult):
 
 def reference(t, hidden, ids, weights, first=0, gate_first=True, bf16_partials=False):
     """The layer's output [T, H] in fp64 and its element-wise tolerance. t holds the local experts first..first+E-1;
-    other ids (other ranks' experts) contribute nothing. bf16_partials: each term is rounded to bf16 once more."""
+    other ids (other ranks' experts) contribute nothing. bf16_partials: each term is rounded to bf16 once more
+    (whole terms: right while the layer does not split the down GEMM's K, as at T > 64 tokens; a split call rounds
+    each K range's partial, which reference/moe_reference.cc's bound covers)."""
     T, H = hidden.shape
     E, two_i = t["w13"].shape[:2]
     I = two_i // 2

@@ -23,12 +23,6 @@ constexpr int kFormat = 1;
 constexpr int64_t kMaxCacheBytes = int64_t{4} << 20;
 
 const char* mode_name(FinalizeMode m) { return finalize_mode_name(m); }
-// The mode a cache entry names, or false for a name that is none of them.
-bool mode_from_name(const std::string& name, FinalizeMode* m) {
-  for (FinalizeMode x : {FinalizeMode::kDeterministic, FinalizeMode::kAtomic, FinalizeMode::kDeterministicBf16})
-    if (name == finalize_mode_name(x)) return *m = x, true;
-  return false;
-}
 
 }  // namespace
 
@@ -155,7 +149,7 @@ Status TuningCache::parse(const std::string& text, const TuningEnvironment& env,
         (x.contains("us") && !x["us"].is_number()))
       return reject("an entry has a missing field or one of the wrong type");
     if (G == 0) G = E;  // (written before expert parallelism: the layer held every expert)
-    if (E <= 0 || G < E || H <= 0 || I <= 0 || K <= 0 || bucket <= 0 || !mode_from_name(mode, &fmode) ||
+    if (E <= 0 || G < E || H <= 0 || I <= 0 || K <= 0 || bucket <= 0 || !finalize_mode_from_name(mode, &fmode) ||
         std::find(ms.begin(), ms.end(), bm) == ms.end() ||
         !down_k_splits_supported(MoeShape{E, H, I, K}, splits))
       return reject("an entry has invalid fields");

@@ -231,7 +231,7 @@ Status run_moe_bench(const MoeBenchOptions& o, MoeBenchDevice* dev, std::vector<
       return a;
     };
     Status failed;
-    // (the deterministic layer's workspace also fits the variants: their partial buffers are not larger)
+    // (ws_bytes, sized above for every variant's finalize mode, fits each of them)
     auto phase = [&](unsigned ph, const MoeLayer& l) {
       // Routing for every set first, so a phase timed alone finds its tables in the workspace.
       for (int s = 0; s < sets; ++s) {
