@@ -183,6 +183,32 @@ TEST(RunPlan, WorkspaceRowsCoverEveryPlanTheLayerMakes) {
   EXPECT_EQ(max_partial_rows(f.ctx(), 100, 8), 100 * 8 * 8);
 }
 
+// The partial buffer by finalize mode: fp32 rows (deterministic), bf16 rows at half the bytes (deterministic-bf16),
+// T fp32 rows (atomic); the other parts of the workspace do not depend on the mode. The names round-trip.
+TEST(RunPlan, PartialBufferBytesFollowTheFinalizeMode) {
+  const MoeShape s{256, 6144, 256, 8};
+  const int64_t T = 512, rows = T * s.top_k;
+  const WorkspaceLayout f32 = workspace_layout(s, FinalizeMode::kDeterministic, T, rows);
+  const WorkspaceLayout b16 = workspace_layout(s, FinalizeMode::kDeterministicBf16, T, rows);
+  const WorkspaceLayout atom = workspace_layout(s, FinalizeMode::kAtomic, T, rows);
+  EXPECT_EQ(f32.gu_split - f32.partial, rows * s.hidden * 4);  // (already a multiple of the alignment)
+  EXPECT_EQ(b16.gu_split - b16.partial, rows * s.hidden * 2);
+  EXPECT_EQ(atom.gu_split - atom.partial, T * s.hidden * 4);
+  EXPECT_EQ(f32.partial, b16.partial);
+  EXPECT_EQ(f32.total - b16.total, rows * s.hidden * 2);
+  for (FinalizeMode m : {FinalizeMode::kDeterministic, FinalizeMode::kDeterministicBf16, FinalizeMode::kAtomic}) {
+    FinalizeMode back = m == FinalizeMode::kAtomic ? FinalizeMode::kDeterministic : FinalizeMode::kAtomic;
+    EXPECT_TRUE(finalize_mode_from_name(finalize_mode_name(m), &back));
+    EXPECT_EQ(back, m);
+  }
+  FinalizeMode untouched = FinalizeMode::kAtomic;
+  EXPECT_FALSE(finalize_mode_from_name("bf16", &untouched));
+  EXPECT_FALSE(finalize_mode_from_name("", &untouched));
+  EXPECT_EQ(untouched, FinalizeMode::kAtomic);
+  EXPECT_TRUE(finalize_is_deterministic(FinalizeMode::kDeterministicBf16));
+  EXPECT_FALSE(finalize_is_deterministic(FinalizeMode::kAtomic));
+}
+
 // gate_up's K splits: where its items would leave most persistent blocks idle (a TP8 rank: 4 N tiles per expert; an
 // EP rank at T=1: one expert), never where the unsharded layer has enough items; only on multistage configs; forced
 // counts checked; the workspace's split buffer covers every plan.
