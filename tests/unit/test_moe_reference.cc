@@ -81,6 +81,8 @@ TEST(MoeReference, LayerMatchesADirectComputation) {
     // The direct path goes through the codec's fp32 dequantization (one rounding per weight), so it agrees
     // to about 2^-23 of the sum of |terms|, which is what the comparisons allow.
     std::vector<double> want(static_cast<size_t>(T * H), 0.0), want_abs(static_cast<size_t>(T * H), 0.0);
+    // With bf16 partials, the sum of the rounded values' magnitudes: whole terms, and the two K halves apart.
+    std::vector<double> terms1(static_cast<size_t>(T * H), 0.0), terms2(static_cast<size_t>(T * H), 0.0);
     for (int64_t t = 0; t < T; ++t)
       for (int64_t s = 0; s < K; ++s) {
         const int32_t e = ids[static_cast<size_t>(t * K + s)];
@@ -107,14 +109,18 @@ TEST(MoeReference, LayerMatchesADirectComputation) {
           a.push_back(float_to_bf16(static_cast<float>(r.act[static_cast<size_t>(j)])));
         }
         for (int64_t h = 0; h < H; ++h) {
-          double y = 0, yabs = 0;
+          double y = 0, yabs = 0, half[2] = {0, 0};
           for (int64_t j = 0; j < I; ++j) {
             const double term = g2[static_cast<size_t>(h * I + j)] * bf16_to_float(a[static_cast<size_t>(j)]);
             y += term;
             yabs += std::fabs(term);
+            half[j < I / 2 ? 0 : 1] += term;
           }
-          want[static_cast<size_t>(t * H + h)] += wts[static_cast<size_t>(t * K + s)] * y;
-          want_abs[static_cast<size_t>(t * H + h)] += std::fabs(wts[static_cast<size_t>(t * K + s)]) * yabs;
+          const double rw = wts[static_cast<size_t>(t * K + s)];
+          want[static_cast<size_t>(t * H + h)] += rw * y;
+          want_abs[static_cast<size_t>(t * H + h)] += std::fabs(rw) * yabs;
+          terms1[static_cast<size_t>(t * H + h)] += std::fabs(rw * y);
+          terms2[static_cast<size_t>(t * H + h)] += std::fabs(rw * half[0]) + std::fabs(rw * half[1]);
         }
       }
     const auto out = reference::reference_down(in, act);
@@ -123,6 +129,20 @@ TEST(MoeReference, LayerMatchesADirectComputation) {
       // tol = 2^-8 |out| + (I + k) 2^-23 sum |terms| (the GPU's fp32 accumulation and bf16 output rounding).
       const double expect_tol = std::ldexp(std::fabs(out.out[i]), -8) + std::ldexp(1.0, -23) * (I + K) * want_abs[i];
       EXPECT_NEAR(out.tol[i], expect_tol, 0.02 * expect_tol + 1e-12) << i;
+    }
+    // bf16 partials (FinalizeMode::kDeterministicBf16): the same output, the tolerance plus 2^-8 of the rounded
+    // values, per K split when the down GEMM splits its K.
+    for (int splits : {1, 2}) {
+      reference::MoeReferenceInput b = in;
+      b.bf16_partials = true;
+      b.down_k_splits = splits;
+      const auto ob = reference::reference_down(b, act);
+      const std::vector<double>& terms = splits == 1 ? terms1 : terms2;
+      for (size_t i = 0; i < want.size(); ++i) {
+        EXPECT_EQ(ob.out[i], out.out[i]) << i;
+        const double extra = std::ldexp(terms[i], -8);
+        EXPECT_NEAR(ob.tol[i] - out.tol[i], extra, 0.02 * extra + 1e-12) << "splits " << splits << " " << i;
+      }
     }
   }
 }
