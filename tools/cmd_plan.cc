@@ -41,8 +41,12 @@ int run_floors(const Opts& o, const SelectedModel& m) {
     for (const auto& g : gpu_table())
       rows.push_back({{"gpu", g.name}, {"cc", g.cc}, {"bw_gbs", g.mem_bw_gbs}, {"floor_us", bytes / (g.mem_bw_gbs * 1e3)},
                       {"all_layers_ms", bytes / (g.mem_bw_gbs * 1e3) * m.moe_layers / 1e3}});
+    nlohmann::json ws;
+    for (FinalizeMode f : {FinalizeMode::kDeterministic, FinalizeMode::kDeterministicBf16, FinalizeMode::kAtomic})
+      ws[finalize_mode_name(f)] = moe_workspace_bytes(m.shard, f, o.tokens);
     const nlohmann::json js = {{"model", m.key}, {"layer", m.label()}, {"tokens", o.tokens}, {"active_experts", active},
-                               {"weight_bytes", bytes}, {"moe_layers", m.moe_layers}, {"floors", rows}};
+                               {"weight_bytes", bytes}, {"moe_layers", m.moe_layers}, {"floors", rows},
+                               {"workspace_bytes", ws}};
     std::printf("%s\n", js.dump(2).c_str());
     return kExitOk;
   }
@@ -53,6 +57,13 @@ int run_floors(const Opts& o, const SelectedModel& m) {
     std::printf("  %-24s %8d %10.0f %12.1f %14.2f\n", g.name, g.cc, g.mem_bw_gbs, bytes / (g.mem_bw_gbs * 1e3),
                 bytes / (g.mem_bw_gbs * 1e3) * m.moe_layers / 1e3);
   std::printf("  (datasheet bandwidth; a measured read bandwidth is lower, e.g. about 4.6 TB/s on the H200 here)\n");
+  // The workspace a call of T tokens needs (down K not split), by finalize mode: at large T mostly the partial
+  // sums, which the deterministic modes also write and read back once per layer.
+  std::printf("  workspace of one call: %.1f MB (deterministic: fp32 partials), %.1f MB (deterministic-bf16), %.1f MB "
+              "(atomic)\n",
+              moe_workspace_bytes(m.shard, FinalizeMode::kDeterministic, o.tokens) / 1e6,
+              moe_workspace_bytes(m.shard, FinalizeMode::kDeterministicBf16, o.tokens) / 1e6,
+              moe_workspace_bytes(m.shard, FinalizeMode::kAtomic, o.tokens) / 1e6);
   return kExitOk;
 }
 

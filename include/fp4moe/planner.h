@@ -105,6 +105,12 @@ Status shard_kernel_tiles(const MoeShape& shape, const ArchInfo& arch, std::vect
 double expected_active_experts(const MoeShape& s, int64_t tokens);
 double moe_weight_bytes(const MoeShape& s, double active_experts);
 
+// Workspace bytes of one call of T tokens with the finalize `mode` whose plan splits the down GEMM's K in
+// down_k_splits and gate_up's K not at all (MoeLayer::workspace_size gives a live layer's own figure, which also
+// covers the split counts its plans may take). At large T it is mostly the partial sums: T k H fp32
+// (kDeterministic), T k H bf16 (kDeterministicBf16), T H fp32 (kAtomic). 0 for a shape or T the layer rejects.
+int64_t moe_workspace_bytes(const MoeShape& s, FinalizeMode mode, int64_t tokens, int down_k_splits = 1);
+
 // "102,400" style thousands separators.
 std::string with_commas(int64_t v);
 

@@ -13,6 +13,7 @@
 #include "fp4moe/build_info.h"
 #include "fp4moe/tuning.h"
 #include "src/moe/run_plan.h"
+#include "src/moe/workspace.h"
 #include "kernels/moe_gemm_catalogue.h"
 #include "kernels/moe_gemm_layout.h"
 
@@ -369,6 +370,15 @@ Status shard_kernel_tiles(const MoeShape& shape, const ArchInfo& arch, std::vect
   }
   *out = std::move(rows);
   return Status::ok();
+}
+
+int64_t moe_workspace_bytes(const MoeShape& s, FinalizeMode mode, int64_t tokens, int down_k_splits) {
+  MoeLayerOptions o;
+  o.finalize = mode;
+  if (tokens < 0 || !down_k_splits_supported(s, down_k_splits) || !detail::check_shape(s, o).is_ok() ||
+      !detail::check_tokens(s, tokens, down_k_splits).is_ok())
+    return 0;
+  return detail::workspace_layout(s, mode, tokens, tokens * s.top_k * down_k_splits).total;
 }
 
 double moe_weight_bytes(const MoeShape& s, double active_experts) {

@@ -244,5 +244,24 @@ TEST(Planner, ExpectedActiveExperts) {
   EXPECT_NEAR(moe_weight_bytes(glm, 256) / 1e9, 5.4358, 1e-3);
 }
 
+// The workspace a call needs, from a shape and a mode alone (what `fp4moe plan --floors` prints): the partial sums
+// dominate at large T, bf16 ones are half the fp32 ones, and a shape or T the layer rejects gives 0.
+TEST(Planner, WorkspaceBytesByFinalizeMode) {
+  const MoeShape tp8{256, 6144, 256, 8};
+  const int64_t T = 16384, pairs = T * 8;
+  const int64_t f32 = moe_workspace_bytes(tp8, FinalizeMode::kDeterministic, T);
+  const int64_t b16 = moe_workspace_bytes(tp8, FinalizeMode::kDeterministicBf16, T);
+  const int64_t atom = moe_workspace_bytes(tp8, FinalizeMode::kAtomic, T);
+  EXPECT_GT(f32, pairs * 6144 * 4);                        // the fp32 partials and more
+  EXPECT_LT(f32, pairs * 6144 * 4 + pairs * 256 * 2 + (int64_t{16} << 20));  // + the activations + the tables
+  EXPECT_EQ(f32 - b16, pairs * 6144 * 2);
+  EXPECT_EQ(f32 - atom, (pairs - T) * 6144 * 4);
+  EXPECT_EQ(moe_workspace_bytes(tp8, FinalizeMode::kDeterministic, T, 2) - f32, pairs * 6144 * 4);  // a 2nd split
+  EXPECT_GT(moe_workspace_bytes(tp8, FinalizeMode::kDeterministic, 0), 0);  // T=0: the fixed tables only
+  EXPECT_EQ(moe_workspace_bytes(tp8, FinalizeMode::kDeterministic, -1), 0);
+  EXPECT_EQ(moe_workspace_bytes(tp8, FinalizeMode::kDeterministic, T, 3), 0);  // not a split count it supports
+  EXPECT_EQ(moe_workspace_bytes(MoeShape{256, 6000, 256, 8}, FinalizeMode::kDeterministic, T), 0);  // H % 256
+}
+
 }  // namespace
 }  // namespace fp4moe
