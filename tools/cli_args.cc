@@ -9,6 +9,7 @@
 #include <sstream>
 
 #include "fp4moe/planner.h"
+#include "fp4moe/shard.h"
 
 namespace fp4moe::cli {
 namespace {
@@ -100,22 +101,11 @@ Status select_model(const ModelOptions& o, SelectedModel* out) {
     m.moe_layers = p->moe_layers;
   }
   if (o.tp < 1 || o.ep < 1) return invalid_argument("--tp and --ep must be at least 1");
-  const MoeShape& f = m.full;
-  if (f.intermediate % o.tp != 0 || (f.intermediate / o.tp) % 64 != 0)
-    return invalid_argument("--tp " + std::to_string(o.tp) + ": I = " + std::to_string(f.intermediate) +
-                            " does not split into shards of a multiple of 64 (the kernels' smallest K tile)");
-  if (f.num_experts % o.ep != 0)
-    return invalid_argument("--ep " + std::to_string(o.ep) + ": E = " + std::to_string(f.num_experts) +
-                            " experts do not split evenly");
+  // The first expert-parallel rank's shard: every rank costs the same under uniform routing.
+  if (const Status s = shard_shape(m.full, o.tp, o.ep, 0, &m.shard); !s.is_ok())
+    return invalid_argument("--" + s.message());  // ("tp N: ..." or "ep N: ...": the option's name)
   m.tp = o.tp;
   m.ep = o.ep;
-  m.shard = f;
-  m.shard.intermediate = f.intermediate / o.tp;
-  if (o.ep > 1) {
-    m.shard.num_experts = f.num_experts / o.ep;
-    m.shard.num_global_experts = f.num_experts;
-    m.shard.first_expert = 0;  // every rank costs the same under uniform routing
-  }
   *out = m;
   return Status::ok();
 }

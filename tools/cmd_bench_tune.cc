@@ -28,8 +28,9 @@ namespace {
 
 // The finalize modes' names, for the CLI's choices (fp4moe::finalize_mode_name is the one spelling).
 std::vector<std::string> finalize_mode_names() {
-  return {finalize_mode_name(FinalizeMode::kDeterministic), finalize_mode_name(FinalizeMode::kDeterministicBf16),
-          finalize_mode_name(FinalizeMode::kAtomic)};
+  std::vector<std::string> v;
+  for (FinalizeMode f : kFinalizeModes) v.push_back(finalize_mode_name(f));
+  return v;
 }
 
 struct BenchOpts {

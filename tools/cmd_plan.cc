@@ -42,7 +42,7 @@ int run_floors(const Opts& o, const SelectedModel& m) {
       rows.push_back({{"gpu", g.name}, {"cc", g.cc}, {"bw_gbs", g.mem_bw_gbs}, {"floor_us", bytes / (g.mem_bw_gbs * 1e3)},
                       {"all_layers_ms", bytes / (g.mem_bw_gbs * 1e3) * m.moe_layers / 1e3}});
     nlohmann::json ws;
-    for (FinalizeMode f : {FinalizeMode::kDeterministic, FinalizeMode::kDeterministicBf16, FinalizeMode::kAtomic})
+    for (FinalizeMode f : kFinalizeModes)
       ws[finalize_mode_name(f)] = moe_workspace_bytes(m.shard, f, o.tokens);
     const nlohmann::json js = {{"model", m.key}, {"layer", m.label()}, {"tokens", o.tokens}, {"active_experts", active},
                                {"weight_bytes", bytes}, {"moe_layers", m.moe_layers}, {"floors", rows},

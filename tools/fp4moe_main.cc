@@ -11,7 +11,6 @@
 #include "cli_args.h"
 #include "commands.h"
 #include "fp4moe/build_info.h"
-#include "fp4moe/planner.h"
 #include "fp4moe/version.h"
 
 namespace {
@@ -29,12 +28,7 @@ int run(int argc, char** argv) {
   using namespace fp4moe::cli;
   CLI::App app{"fp4moe " FP4MOE_VERSION_STRING ": NVFP4 Mixture-of-Experts kernels and shared-memory planner"};
   app.require_subcommand(0, 1);
-  // fp4moe 0.3.0 (git 1234abcd5678, CUDA on, kernels for sm_90a sm_120f)
-  const fp4moe::BuildInfo b = fp4moe::build_info();
-  std::string targets;
-  for (const auto& t : fp4moe::built_cuda_targets()) targets += " sm_" + t;
-  app.set_version_flag("--version", std::string("fp4moe ") + b.version + " (git " + b.git_hash + ", CUDA " +
-                                        (b.cuda ? "on, kernels for" + targets : std::string("off, no kernels")) + ")");
+  app.set_version_flag("--version", fp4moe::build_text());
   // Parse errors (unknown flags, bad numbers, values out of range) in one line on stderr.
   app.failure_message([](const CLI::App*, const CLI::Error& e) { return "error: " + std::string(e.what()) + " (see --help)\n"; });
   int rc = kExitOk;

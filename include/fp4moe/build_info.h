@@ -2,6 +2,8 @@
 // SPDX-License-Identifier: Apache-2.0
 #pragma once
 
+#include <string>
+
 namespace fp4moe {
 
 struct BuildInfo {
@@ -11,5 +13,8 @@ struct BuildInfo {
   const char* cuda_targets;  // FP4MOE_CUDA_ARCHS as built, e.g. "90a;120a"; "" without CUDA
 };
 BuildInfo build_info();
+// One line of it, as `fp4moe --version` and the Python package print it:
+// "fp4moe 0.3.0 (git 1234abcd5678, CUDA on, kernels for sm_90a sm_120f)".
+std::string build_text();
 
 }  // namespace fp4moe

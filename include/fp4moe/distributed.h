@@ -37,9 +37,9 @@ struct DistributedMoeOptions {
 };
 
 // The reduction is NCCL's, in bf16 (each rank's bf16 partial sums; a ring step rounds each partial sum it adds to
-// bf16). With a deterministic FinalizeMode (kDeterministic, kDeterministicBf16) and a fixed communicator, T and inputs, reruns are bit-identical as far
-// as NCCL's own order is fixed for a given message size (it is for its ring and tree algorithms; NVLink multicast,
-// NVLS, must stay off on the lent machines anyway).
+// bf16). With a deterministic FinalizeMode (kDeterministic, kDeterministicBf16) and a fixed communicator, T and
+// inputs, reruns are bit-identical as far as NCCL's own order is fixed for a given message size (it is for its ring
+// and tree algorithms; NVLink multicast, NVLS, must stay off on the lent machines anyway).
 class DistributedMoeLayer {
  public:
   DistributedMoeLayer();

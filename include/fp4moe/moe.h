@@ -57,13 +57,16 @@ enum class FinalizeMode {
   // per term: |error| grows by at most 2^-8 x the sum of the terms' magnitudes.
   kDeterministicBf16,
 };
+// Every mode, in the order the CLI lists them.
+inline constexpr FinalizeMode kFinalizeModes[] = {FinalizeMode::kDeterministic, FinalizeMode::kDeterministicBf16,
+                                                   FinalizeMode::kAtomic};
 // "deterministic", "atomic" or "deterministic-bf16": the name the CLI, the tuning cache and the plans use.
 constexpr const char* finalize_mode_name(FinalizeMode m) {
   return m == FinalizeMode::kAtomic ? "atomic" : m == FinalizeMode::kDeterministicBf16 ? "deterministic-bf16" : "deterministic";
 }
 // The mode of a finalize_mode_name, or false (m untouched) for any other text.
 inline bool finalize_mode_from_name(const std::string& name, FinalizeMode* m) {
-  for (FinalizeMode x : {FinalizeMode::kDeterministic, FinalizeMode::kAtomic, FinalizeMode::kDeterministicBf16})
+  for (FinalizeMode x : kFinalizeModes)
     if (name == finalize_mode_name(x)) return *m = x, true;
   return false;
 }

@@ -18,6 +18,12 @@ struct Nvfp4ExpertWeightsOut {
   float* global_scale = nullptr;  // fp32 [E]
 };
 
+// The layer one rank runs under tp_size-way tensor and ep_size-way expert parallelism (1: none): I / tp_size of every
+// expert, and of those experts [ep_rank E / ep_size, (ep_rank + 1) E / ep_size) of E (global ids kept). kUnsupported
+// where I / tp_size is not a whole multiple of 64 (the kernels' smallest K tile), kInvalidArgument where E does not
+// split into ep_size or a size or rank is out of range. The one rule shard_tp_weights, the CLI and the benches use.
+Status shard_shape(const MoeShape& full, int64_t tp_size, int64_t ep_size, int64_t ep_rank, MoeShape* out);
+
 // Tensor parallelism: rank `tp_rank` of `tp_size` holds intermediate columns [r I/tp, (r+1) I/tp) of every expert.
 // Its w13 [E, 2I/tp, H] is the slice of each half of [E, 2I, H] (gate and up alike, whichever comes first: the
 // order is kept), its w2 [E, H, I/tp] the columns of [E, H, I]; block scales follow their weights, global scales

@@ -13,7 +13,6 @@
 
 #include "fp4moe/build_info.h"
 #include "fp4moe/moe.h"
-#include "fp4moe/planner.h"
 #include "fp4moe/quantize.h"
 
 struct fp4moe_layer {
@@ -57,13 +56,7 @@ extern "C" {
 int fp4moe_capi_version(void) { return FP4MOE_CAPI_VERSION; }
 
 const char* fp4moe_build_text(void) {
-  static const std::string text = [] {
-    const fp4moe::BuildInfo b = fp4moe::build_info();
-    std::string targets;
-    for (const auto& t : fp4moe::built_cuda_targets()) targets += " sm_" + t;
-    return std::string("fp4moe ") + b.version + " (git " + b.git_hash + ", CUDA " +
-           (b.cuda ? "on, kernels for" + targets : std::string("off, no kernels")) + ")";
-  }();
+  static const std::string text = fp4moe::build_text();
   return text.c_str();
 }
 

@@ -6,11 +6,12 @@
 #include <utility>
 
 #include "src/cuda/cuda_util.h"
+#include "src/moe/workspace.h"
 
 namespace fp4moe {
 namespace {
 
-constexpr int64_t kAlign = 256;
+constexpr int64_t kAlign = detail::kWorkspaceAlign;  // the local layer's workspace starts on the same alignment
 int64_t aligned(int64_t b) { return (b + kAlign - 1) / kAlign * kAlign; }
 
 Status nccl_status(ncclResult_t r, ncclComm_t comm, const char* what) {
@@ -30,8 +31,10 @@ struct DistributedMoeLayer::Impl {
   ncclComm_t comm = nullptr;
   int rank = 0, world = 1, device = -1;
   DistributedMoeOptions d;
-  MoeShape shape;
-  MoeLayer layer;
+  MoeLayer layer;  // this rank's shard (layer.shape())
+
+  // Tokens the local layer runs for a call of T tokens on this rank: all ranks' where they are sharded.
+  int64_t all_tokens(int64_t T) const { return d.tokens == TokenLayout::kSharded ? T * world : T; }
 
   // kSharded: the gathered inputs and the whole output of the world x T tokens sit at the end of the workspace;
   // the local layer's workspace is everything before them (`local_bytes`).
@@ -40,7 +43,8 @@ struct DistributedMoeLayer::Impl {
   };
   Layout layout(int64_t tokens, int64_t bytes) const {
     Layout l{};
-    const int64_t all = d.tokens == TokenLayout::kSharded ? tokens * world : tokens;
+    const MoeShape& shape = layer.shape();
+    const int64_t all = all_tokens(tokens);
     if (d.tokens == TokenLayout::kSharded)
       l.gathered = aligned(all * shape.hidden * 2) + 2 * aligned(all * shape.top_k * 4) + aligned(all * shape.hidden * 2);
     l.local_bytes = (bytes - l.gathered) / kAlign * kAlign;
@@ -56,7 +60,7 @@ struct DistributedMoeLayer::Impl {
   MoeForwardArgs local_args(const MoeForwardArgs& a, uint8_t* ws, const Layout& l) const {
     if (d.tokens == TokenLayout::kReplicated) return a;
     MoeForwardArgs g = a;
-    g.num_tokens = a.num_tokens * world;
+    g.num_tokens = all_tokens(a.num_tokens);
     g.hidden = ws + l.hidden;
     g.topk_ids = reinterpret_cast<const int32_t*>(ws + l.ids);
     g.topk_weights = reinterpret_cast<const float*>(ws + l.weights);
@@ -69,15 +73,13 @@ struct DistributedMoeLayer::Impl {
     if (current_device != device)
       return invalid_argument("the current device (" + std::to_string(current_device) + ") is not rank " +
                               std::to_string(rank) + "'s (" + std::to_string(device) + ")");
-    FP4MOE_RETURN_IF_ERROR(layer.can_implement(a));  // this rank's own pointers, T, block_m, splits
-    if (workspace == nullptr && a.num_tokens > 0) return invalid_argument("workspace is null");
+    // The call the local layer runs (the gathered T where tokens are sharded) with this rank's own pointers: its
+    // plan (T, block_m, splits) and the pointers' rules; then its workspace, which that plan sizes.
     MoeForwardArgs g = a;
-    g.num_tokens = d.tokens == TokenLayout::kSharded ? a.num_tokens * world : a.num_tokens;
-    const size_t need = layer.workspace_size(g);  // 0: the plan rejects the (gathered) call, which says why
-    if (need == 0) {
-      MoeRunPlan p;
-      return layer.plan(g, &p);
-    }
+    g.num_tokens = all_tokens(a.num_tokens);
+    FP4MOE_RETURN_IF_ERROR(layer.can_implement(g));
+    if (workspace == nullptr && a.num_tokens > 0) return invalid_argument("workspace is null");
+    const size_t need = layer.workspace_size(g);
     const Layout l = layout(a.num_tokens, static_cast<int64_t>(bytes));
     if (bytes < static_cast<size_t>(l.gathered) || static_cast<size_t>(l.local_bytes) < need)
       return Status(StatusCode::kResourceExhausted,
@@ -89,8 +91,8 @@ struct DistributedMoeLayer::Impl {
 
   Status dispatch(const MoeForwardArgs& a, uint8_t* ws, const Layout& l, cudaStream_t s) const {
     if (d.tokens != TokenLayout::kSharded) return Status::ok();
-    const size_t T = static_cast<size_t>(a.num_tokens), H = static_cast<size_t>(shape.hidden),
-                 K = static_cast<size_t>(shape.top_k);
+    const size_t T = static_cast<size_t>(a.num_tokens), H = static_cast<size_t>(layer.shape().hidden),
+                 K = static_cast<size_t>(layer.shape().top_k);
     FP4MOE_NCCL_TRY(ncclAllGather(a.hidden, ws + l.hidden, T * H, ncclBfloat16, comm, s), comm, "all-gather of hidden states");
     FP4MOE_NCCL_TRY(ncclAllGather(a.topk_ids, ws + l.ids, T * K, ncclInt32, comm, s), comm, "all-gather of topk_ids");
     FP4MOE_NCCL_TRY(ncclAllGather(a.topk_weights, ws + l.weights, T * K, ncclFloat32, comm, s), comm,
@@ -99,7 +101,7 @@ struct DistributedMoeLayer::Impl {
   }
 
   Status combine(const MoeForwardArgs& a, uint8_t* ws, const Layout& l, cudaStream_t s) const {
-    const size_t n = static_cast<size_t>(a.num_tokens * shape.hidden);
+    const size_t n = static_cast<size_t>(a.num_tokens * layer.shape().hidden);
     if (d.tokens == TokenLayout::kReplicated) {
       FP4MOE_NCCL_TRY(ncclAllReduce(a.output, a.output, n, ncclBfloat16, ncclSum, comm, s), comm, "all-reduce of the output");
     } else {
@@ -124,7 +126,6 @@ Status DistributedMoeLayer::init(ncclComm_t comm, const MoeShape& local, const M
   auto impl = std::make_unique<Impl>();
   impl->comm = comm;
   impl->d = d;
-  impl->shape = local;
   FP4MOE_NCCL_TRY(ncclCommCount(comm, &impl->world), comm, "comm count");
   FP4MOE_NCCL_TRY(ncclCommUserRank(comm, &impl->rank), comm, "comm rank");
   FP4MOE_NCCL_TRY(ncclCommCuDevice(comm, &impl->device), comm, "comm device");
@@ -141,16 +142,15 @@ Status DistributedMoeLayer::init(ncclComm_t comm, const MoeShape& local, const M
 size_t DistributedMoeLayer::workspace_size(int64_t max_tokens) const {
   if (!impl_ || max_tokens < 0) return 0;
   const Impl& m = *impl_;
-  const int64_t all = m.d.tokens == TokenLayout::kSharded ? max_tokens * m.world : max_tokens;
   const Impl::Layout l = m.layout(max_tokens, 0);
-  return static_cast<size_t>(aligned(static_cast<int64_t>(m.layer.workspace_size(all))) + l.gathered);
+  return static_cast<size_t>(aligned(static_cast<int64_t>(m.layer.workspace_size(m.all_tokens(max_tokens)))) + l.gathered);
 }
 
 size_t DistributedMoeLayer::workspace_size(const MoeForwardArgs& a) const {
   if (!impl_ || a.num_tokens < 0) return 0;
   const Impl& m = *impl_;
   MoeForwardArgs g = a;
-  g.num_tokens = m.d.tokens == TokenLayout::kSharded ? a.num_tokens * m.world : a.num_tokens;
+  g.num_tokens = m.all_tokens(a.num_tokens);
   const size_t local = m.layer.workspace_size(g);
   if (local == 0) return 0;
   return static_cast<size_t>(aligned(static_cast<int64_t>(local)) + m.layout(a.num_tokens, 0).gathered);

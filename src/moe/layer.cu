@@ -233,10 +233,9 @@ size_t MoeLayer::workspace_size(int64_t max_tokens, int down_k_splits, int gate_
   if (!impl_ || max_tokens < 0 ||
       !detail::check_tokens(impl_->shape, max_tokens, std::max(down_k_splits, gate_up_k_splits)).is_ok())
     return 0;
-  const int64_t rows = detail::max_partial_rows(impl_->context(), max_tokens, down_k_splits);
-  const int64_t gu = detail::max_gate_up_split_floats(impl_->context(), max_tokens, gate_up_k_splits);
+  const detail::SplitBuffers b = detail::max_split_buffers(impl_->context(), max_tokens, down_k_splits, gate_up_k_splits);
   return static_cast<size_t>(
-      detail::workspace_layout(impl_->shape, impl_->options.finalize, max_tokens, rows, gu).total);
+      detail::workspace_layout(impl_->shape, impl_->options.finalize, max_tokens, b.partial_rows, b.gate_up_floats).total);
 }
 
 size_t MoeLayer::workspace_size(const MoeForwardArgs& a) const {
@@ -269,7 +268,6 @@ Status MoeLayer::Impl::run(const MoeForwardArgs& a, void* workspace, size_t work
   if (a.num_tokens > 0) FP4MOE_RETURN_IF_ERROR(check_arg_pointers(a));
   const MoeShape& s = shape;
   const int splits = rp.down_k_splits, gu_splits = rp.gate_up_k_splits;
-  const int64_t gu_floats = detail::gate_up_split_floats(s, a.num_tokens, gu_splits);
   const detail::WorkspaceLayout L = detail::call_workspace_layout(s, options.finalize, rp);
   if (workspace_bytes < static_cast<size_t>(L.total))
     return Status(StatusCode::kResourceExhausted, "workspace holds " + std::to_string(workspace_bytes) +
@@ -318,7 +316,7 @@ Status MoeLayer::Impl::run(const MoeForwardArgs& a, void* workspace, size_t work
   // each call, whatever the workspace held; a memset node, like the atomic finalize's, before the first kernel.
   float* gu_split = reinterpret_cast<float*>(wsp + L.gu_split);
   if ((phases & kPhaseGateUp) && gu_splits > 1)
-    FP4MOE_CUDA_TRY(cudaMemsetAsync(gu_split + gu_floats, 0, static_cast<size_t>(L.gu_counters * 4), stream));
+    FP4MOE_CUDA_TRY(cudaMemsetAsync(wsp + L.gu_counters, 0, static_cast<size_t>(L.gu_counter_bytes), stream));
 
   // A few pairs: the GEMM kernels route them in registers (kernels/moe_routing_warp.cuh), gate_up's
   // block 0 writing the tables the finalize and testing::workspace_view read; the routing kernel is not launched.
@@ -407,19 +405,17 @@ Status MoeLayer::Impl::run(const MoeForwardArgs& a, void* workspace, size_t work
                            pdl_ok && (phases & kPhaseGateUp), dn, ex));
     auto* out = static_cast<__nv_bfloat16*>(a.output);
     if (det) {
-      const int64_t n = a.num_tokens * (s.hidden / (bf16_partials ? kernels::kFinalizeCols<__nv_bfloat16>
-                                                                 : kernels::kFinalizeCols<float>));
-      const auto* inv = static_cast<const int32_t*>(i32(L.inv));
-      const int32_t T = static_cast<int32_t>(a.num_tokens), top_k = static_cast<int32_t>(s.top_k), H = static_cast<int32_t>(s.hidden);
-      const int64_t grid = ceil_div(n, kernels::kFinalizeThreads);
-      if (bf16_partials)
-        FP4MOE_CUDA_TRY(launch(kernels::moe_finalize_gather_kernel<__nv_bfloat16>, grid, kernels::kFinalizeThreads, 0,
-                               stream, pdl_ok, reinterpret_cast<const __nv_bfloat16*>(partial),
-                               static_cast<int32_t>(splits), dn.split_stride, inv, T, top_k, H, out));
-      else
-        FP4MOE_CUDA_TRY(launch(kernels::moe_finalize_gather_kernel<float>, grid, kernels::kFinalizeThreads, 0, stream,
-                               pdl_ok, static_cast<const float*>(partial), static_cast<int32_t>(splits), dn.split_stride,
-                               inv, T, top_k, H, out));
+      // The fixed-order sum over the partial type P (fp32, or bf16 partials): kFinalizeCols<P> columns per thread.
+      auto gather = [&](auto p_type) {
+        using P = decltype(p_type);
+        const int64_t n = a.num_tokens * (s.hidden / kernels::kFinalizeCols<P>);
+        return launch(kernels::moe_finalize_gather_kernel<P>, ceil_div(n, kernels::kFinalizeThreads),
+                      kernels::kFinalizeThreads, 0, stream, pdl_ok, reinterpret_cast<const P*>(partial),
+                      static_cast<int32_t>(splits), dn.split_stride, static_cast<const int32_t*>(i32(L.inv)),
+                      static_cast<int32_t>(a.num_tokens), static_cast<int32_t>(s.top_k), static_cast<int32_t>(s.hidden),
+                      out);
+      };
+      FP4MOE_CUDA_TRY(bf16_partials ? gather(__nv_bfloat16{}) : gather(float{}));
     } else {
       const int64_t n = a.num_tokens * s.hidden;
       FP4MOE_CUDA_TRY(launch(kernels::moe_finalize_convert_kernel, ceil_div(n / 8, 256), 256, 0, stream, pdl_ok,

@@ -8,6 +8,7 @@
 #include <string>
 
 #include "fp4moe/planner.h"
+#include "fp4moe/shard.h"
 
 namespace fp4moe {
 
@@ -117,8 +118,8 @@ int heuristic_block_m(const PlanContext& c, int64_t num_tokens) {
   const int want = busiest <= t.to8 ? 8 : busiest <= t.to16 ? 16 : busiest <= t.to32 ? 32 : 64;
   int best = 0, largest = 0;
   GemmChoice ch;
-  for (const auto& r : *c.configs) {
-    const int m = r.config.tile.block_m;
+  static const std::vector<int> kBlockMs = shipped_block_ms();  // each block_m once (several configs share one)
+  for (const int m : kBlockMs) {
     if (!choose_configs(c, m, pairs, &ch)) continue;
     largest = std::max(largest, m);
     if (m >= want && (best == 0 || m < best)) best = m;
@@ -145,9 +146,9 @@ double round_fill(double items, int grid) { return items / (std::ceil(items / gr
 
 int heuristic_down_k_splits(const PlanContext& c, int64_t num_tokens, int index) {
   const MoeShape& s = *c.shape;
-  if (num_tokens > kMaxSplitTokens || index < 0 || !down_k_splits_supported(s, 2)) return 1;
+  if (num_tokens > kMaxSplitTokens || index < 0) return 1;
   const ResidentConfig& r = (*c.configs)[static_cast<size_t>(index)];
-  if ((s.intermediate / r.config.tile.block_k) % 2 != 0) return 1;
+  if ((s.intermediate / r.config.tile.block_k) % 2 != 0) return 1;  // (so I % 128 == 0: 2 splits are supported)
   const double tiles = expected_tiles(c, num_tokens, r, s.hidden);
   return round_fill(2 * tiles, r.grid) >= round_fill(tiles, r.grid) + kSplitFillGain ? 2 : 1;
 }
@@ -272,37 +273,52 @@ Status make_run_plan(const PlanContext& c, int64_t num_tokens, int block_m, int 
   return Status::ok();
 }
 
-int64_t max_partial_rows(const PlanContext& c, int64_t max_tokens, int forced_splits) {
+SplitBuffers max_split_buffers(const PlanContext& c, int64_t max_tokens, int down_forced, int gate_up_forced) {
   const MoeShape& s = *c.shape;
-  int64_t rows = max_tokens * s.top_k * std::max(1, forced_splits);
-  // The layer's own split choices: the heuristic's at small T for every block_m (a caller may force any), and
-  // every tuned bucket (bucket b serves T in (b/2, b]).
+  SplitBuffers b{max_tokens * s.top_k * std::max(1, down_forced), gate_up_split_floats(s, max_tokens, gate_up_forced)};
+  // The layer's own split choices: the heuristic's at small T for every block_m (a caller may force any; forced
+  // counts hold at every T up to max_tokens, above), and every tuned bucket (bucket b serves T in (b/2, b]).
   std::vector<int> block_ms = shipped_block_ms();
   block_ms.push_back(0);
   for (int64_t t = 1; t <= std::min(max_tokens, kMaxSplitTokens); ++t)
     for (int bm : block_ms) {
       MoeRunPlan p;
-      if (make_run_plan(c, t, bm, 0, &p, nullptr).is_ok()) rows = std::max(rows, t * s.top_k * p.down_k_splits);
+      if (!make_run_plan(c, t, bm, 0, &p, nullptr).is_ok()) continue;
+      b.partial_rows = std::max(b.partial_rows, t * s.top_k * p.down_k_splits);
+      b.gate_up_floats = std::max(b.gate_up_floats, gate_up_split_floats(s, t, p.gate_up_k_splits));
     }
   for (const auto& [bucket, choice] : *c.tuned)
-    if (bucket / 2 < max_tokens) rows = std::max(rows, std::min(bucket, max_tokens) * s.top_k * choice.down_k_splits);
-  return rows;
+    if (bucket / 2 < max_tokens)
+      b.partial_rows = std::max(b.partial_rows, std::min(bucket, max_tokens) * s.top_k * choice.down_k_splits);
+  return b;
 }
 
-int64_t max_gate_up_split_floats(const PlanContext& c, int64_t max_tokens, int forced_splits) {
-  const MoeShape& s = *c.shape;
-  int64_t floats = gate_up_split_floats(s, max_tokens, forced_splits);
-  std::vector<int> block_ms = shipped_block_ms();
-  block_ms.push_back(0);
-  // Forced splits: any T up to max_tokens (the caller may force them at every size); the heuristic's: T <= 64.
-  for (int64_t t = 1; t <= std::min(max_tokens, kMaxSplitTokens); ++t)
-    for (int bm : block_ms) {
-      MoeRunPlan p;
-      if (make_run_plan(c, t, bm, 0, &p, nullptr).is_ok())
-        floats = std::max(floats, gate_up_split_floats(s, t, p.gate_up_k_splits));
-    }
-  return floats;
+}  // namespace detail
+
+Status shard_shape(const MoeShape& full, int64_t tp_size, int64_t ep_size, int64_t ep_rank, MoeShape* out) {
+  if (out == nullptr) return invalid_argument("shard_shape: out is null");
+  if (tp_size < 1 || ep_size < 1) return invalid_argument("tp and ep sizes must be at least 1");
+  if (ep_rank < 0 || ep_rank >= ep_size)
+    return invalid_argument("ep_rank must be in [0, ep_size), got rank " + std::to_string(ep_rank) + " of " +
+                            std::to_string(ep_size));
+  if (full.intermediate <= 0 || full.intermediate % tp_size != 0 || (full.intermediate / tp_size) % 64 != 0)
+    return unsupported("tp " + std::to_string(tp_size) + ": I = " + std::to_string(full.intermediate) +
+                       " does not split into shards of a multiple of 64 (the kernels' smallest K tile)");
+  if (full.num_experts <= 0 || full.num_experts % ep_size != 0)
+    return invalid_argument("ep " + std::to_string(ep_size) + ": E = " + std::to_string(full.num_experts) +
+                            " experts do not split evenly");
+  MoeShape s = full;
+  s.intermediate = full.intermediate / tp_size;
+  if (ep_size > 1) {
+    s.num_experts = full.num_experts / ep_size;
+    s.num_global_experts = full.num_experts;
+    s.first_expert = ep_rank * s.num_experts;
+  }
+  *out = s;
+  return Status::ok();
 }
+
+namespace detail {
 
 Status check_shape(const MoeShape& s, const MoeLayerOptions& o) {
   constexpr int64_t kMaxExperts = 1024;

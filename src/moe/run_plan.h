@@ -86,17 +86,18 @@ Status make_run_plan(const PlanContext& c, int64_t num_tokens, int block_m, int 
 // fill the rounds kSplitFillGain better; 1 above kMaxSplitTokens or for a warp-specialized config (its epilogue
 // has no split fixup).
 int heuristic_gate_up_k_splits(const PlanContext& c, int64_t num_tokens, int index);
-// Largest gate_up split-K partial buffer (fp32 values: splits x T x k x 2I) any plan (or one forcing
-// `forced_splits`) can need for T <= max_tokens; 0 when no plan splits gate_up.
-int64_t max_gate_up_split_floats(const PlanContext& c, int64_t max_tokens, int forced_splits);
 // gate_up's split-K partial sums of a call: splits x T x k x 2I fp32 values (0 without splits).
 int64_t gate_up_split_floats(const MoeShape& s, int64_t num_tokens, int splits);
 // The workspace layout of the call `p` plans (its T, down and gate_up K splits).
 WorkspaceLayout call_workspace_layout(const MoeShape& s, FinalizeMode mode, const MoeRunPlan& p);
 
-// Largest fp32 partial rows (T * k * splits) any plan with down_k_splits = 0 (or `forced_splits`) can need for
-// T <= max_tokens: the deterministic finalize's buffer.
-int64_t max_partial_rows(const PlanContext& c, int64_t max_tokens, int forced_splits);
+// The largest split buffers any plan for T <= max_tokens can need, with the layer's own split choices or the
+// forced counts (0: none forced): the deterministic finalize's partial rows (T * k * down splits) and gate_up's
+// split-K partial sums (fp32 values: splits x T x k x 2I; 0 when no plan splits gate_up).
+struct SplitBuffers {
+  int64_t partial_rows, gate_up_floats;
+};
+SplitBuffers max_split_buffers(const PlanContext& c, int64_t max_tokens, int down_forced, int gate_up_forced);
 
 // Shape and option rules of MoeLayer::can_implement, with checked arithmetic.
 Status check_shape(const MoeShape& s, const MoeLayerOptions& o);

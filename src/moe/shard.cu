@@ -16,9 +16,8 @@ Status shard_tp_weights(const MoeShape& full, int64_t tp_size, int64_t tp_rank, 
   if (tp_size < 1 || tp_rank < 0 || tp_rank >= tp_size)
     return invalid_argument("tp_rank must be in [0, tp_size), got rank " + std::to_string(tp_rank) + " of " +
                             std::to_string(tp_size));
-  if (full.intermediate <= 0 || full.intermediate % tp_size != 0 || (full.intermediate / tp_size) % 64 != 0)
-    return unsupported("intermediate / tp_size must be a positive multiple of 64, got " + std::to_string(full.intermediate) +
-                       " / " + std::to_string(tp_size));
+  MoeShape rank_shape;
+  FP4MOE_RETURN_IF_ERROR(shard_shape(full, tp_size, 1, 0, &rank_shape));
   FP4MOE_RETURN_IF_ERROR(detail::check_shape(full, MoeLayerOptions{}));  // (I/tp a multiple of 64: so is I)
   const void* in[] = {w13.packed, w13.scales, w13.global_scale, w2.packed, w2.scales, w2.global_scale};
   const void* out[] = {w13_out.packed, w13_out.scales, w13_out.global_scale, w2_out.packed, w2_out.scales,

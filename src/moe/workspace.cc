@@ -31,8 +31,9 @@ WorkspaceLayout workspace_layout(const MoeShape& s, FinalizeMode mode, int64_t t
   w.act = take(pairs * s.intermediate * 2);
   w.partial = take(mode == FinalizeMode::kAtomic ? tokens * s.hidden * 4
                                                  : partial_rows * s.hidden * (mode == FinalizeMode::kDeterministicBf16 ? 2 : 4));
-  w.gu_counters = gate_up_split_floats > 0 ? max_chunks * (2 * s.intermediate / 64) : 0;
-  w.gu_split = take(gate_up_split_floats * 4 + w.gu_counters * 4);
+  w.gu_counter_bytes = gate_up_split_floats > 0 ? max_chunks * (2 * s.intermediate / 64) * 4 : 0;
+  w.gu_split = take(gate_up_split_floats * 4 + w.gu_counter_bytes);
+  w.gu_counters = w.gu_split + gate_up_split_floats * 4;
   w.route_counts = take(kernels::routing_counts_bytes(pairs, s.num_experts));
   w.total = o;
   return w;

@@ -22,8 +22,6 @@ constexpr int kFormat = 1;
 // and bounds what a wrong path (a huge file) costs to read.
 constexpr int64_t kMaxCacheBytes = int64_t{4} << 20;
 
-const char* mode_name(FinalizeMode m) { return finalize_mode_name(m); }
-
 }  // namespace
 
 std::string TuningEnvironment::describe() const {
@@ -69,7 +67,7 @@ std::string TuningCache::to_json() const {
                    {"hidden", std::get<2>(k)},
                    {"intermediate", std::get<3>(k)},
                    {"top_k", std::get<4>(k)},
-                   {"finalize", mode_name(static_cast<FinalizeMode>(std::get<5>(k)))},
+                   {"finalize", finalize_mode_name(static_cast<FinalizeMode>(std::get<5>(k)))},
                    {"tokens_bucket", std::get<6>(k)},
                    {"block_m", v.block_m},
                    {"down_k_splits", v.down_k_splits},

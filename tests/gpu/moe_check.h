@@ -101,6 +101,17 @@ struct Case {
   }
 };
 
+// A layer's random expert weights for `seed`, as every GPU test draws them: w13 [E, 2I, H] and w2 [E, H, I]
+// (dequant_kind: ModelOpt-style global scales). With make_inputs, one seed gives a whole problem.
+inline bool make_weights(const MoeShape& s, uint64_t seed, bool dequant_kind, ExpertWeights* w13, ExpertWeights* w2) {
+  return w13->make(s.num_experts, 2 * s.intermediate, s.hidden, seed * 7 + 1, dequant_kind) &&
+         w2->make(s.num_experts, s.hidden, s.intermediate, seed * 7 + 3, dequant_kind);
+}
+// A step's random inputs for `seed`: T tokens of hidden states, ids over s.num_experts, router weights.
+inline void make_inputs(const MoeShape& s, int64_t T, Routing routing, uint64_t seed, RoutingInputs* in) {
+  in->make(T, s.hidden, s.num_experts, s.top_k, routing, seed * 7 + 5);
+}
+
 // The layer options a case asks for (no tuning cache: what the tests run must not depend on one left on the
 // machine; tests of tuning call use_tuning themselves).
 inline MoeLayerOptions options_for(const Case& c) {
@@ -128,10 +139,9 @@ struct Problem {
   void setup(const Case& cs, uint64_t s) {
     c = cs;
     seed = s;
-    ASSERT_TRUE(w13.make(c.E, 2 * c.I, c.H, seed * 7 + 1, c.dequant_kind));
-    ASSERT_TRUE(w2.make(c.E, c.H, c.I, seed * 7 + 3, c.dequant_kind));
-    in.make(c.T, c.H, c.E, c.k, c.routing, seed * 7 + 5);
-    MoeShape shape{c.E, c.H, c.I, c.k};
+    const MoeShape shape{c.E, c.H, c.I, c.k};
+    ASSERT_TRUE(make_weights(shape, seed, c.dequant_kind, &w13, &w2));
+    make_inputs(shape, c.T, c.routing, seed, &in);
     const Status st = layer.init(shape, options_for(c), w13.device(), w2.device(), nullptr);
     ASSERT_TRUE(st.is_ok()) << st.to_string();
     hidden.alloc(in.hidden.size() * 2);

@@ -72,7 +72,7 @@ TEST(Distributed, OneRankEqualsThePlainLayer) {
   const int64_t E = 16, H = 512, I = 256, k = 4;
   const uint64_t seed = devdata::fresh_seed() % 1000003;
   ExpertWeights w13, w2;
-  ASSERT_TRUE(w13.make(E, 2 * I, H, seed * 7 + 1, false) && w2.make(E, H, I, seed * 7 + 3, false));
+  ASSERT_TRUE(testing::make_weights(MoeShape{E, H, I, k}, seed, false, &w13, &w2));
   MoeLayer plain;
   ASSERT_TRUE(plain.init(MoeShape{E, H, I, k}, deterministic_options(), w13.device(), w2.device(), nullptr).is_ok());
   for (TokenLayout tl : {TokenLayout::kReplicated, TokenLayout::kSharded}) {
@@ -237,7 +237,7 @@ TEST(Distributed, TensorParallelRanksMatchTheFullLayer) {
     SCOPED_TRACE("tp=" + std::to_string(world) + " T=" + std::to_string(T));
     const uint64_t seed = devdata::fresh_seed() % 1000003;
     RoutingInputs in;
-    in.make(T, H, E, k, testing::Routing::kSkewed, seed * 7 + 5);  // uneven routing
+    testing::make_inputs(MoeShape{E, H, I, k}, T, testing::Routing::kSkewed, seed, &in);  // uneven routing
     std::vector<ExpertWeights> w13(static_cast<size_t>(world)), w2(static_cast<size_t>(world));
     std::vector<DistributedMoeLayer> layers(static_cast<size_t>(world));
     struct Slice {
@@ -248,7 +248,7 @@ TEST(Distributed, TensorParallelRanksMatchTheFullLayer) {
       CUDA_OK(cudaSetDevice(i));
       auto& w13i = w13[static_cast<size_t>(i)];
       auto& w2i = w2[static_cast<size_t>(i)];
-      ASSERT_TRUE(w13i.make(E, 2 * I, H, seed * 7 + 1, false) && w2i.make(E, H, I, seed * 7 + 3, false));
+      ASSERT_TRUE(testing::make_weights(MoeShape{E, H, I, k}, seed, false, &w13i, &w2i));
       auto& b = slices[static_cast<size_t>(i)].b;
       const size_t sz[6] = {size_t(E * 2 * Is * H / 2), size_t(E * 2 * Is * H / 16), size_t(E * 4),
                             size_t(E * H * Is / 2), size_t(E * H * Is / 16), size_t(E * 4)};
@@ -314,7 +314,7 @@ TEST(Distributed, ExpertParallelRanksMatchTheFullLayer) {
       CUDA_OK(cudaSetDevice(i));
       auto& w13i = w13[static_cast<size_t>(i)];
       auto& w2i = w2[static_cast<size_t>(i)];
-      ASSERT_TRUE(w13i.make(E, 2 * I, H, seed * 7 + 1, false) && w2i.make(E, H, I, seed * 7 + 3, false));
+      ASSERT_TRUE(testing::make_weights(MoeShape{E, H, I, k}, seed, false, &w13i, &w2i));
       Nvfp4ExpertWeights r13, r2;
       ASSERT_TRUE(expert_range(w13i.device(), E, 2 * I, H, i * El, El, &r13).is_ok());
       ASSERT_TRUE(expert_range(w2i.device(), E, H, I, i * El, El, &r2).is_ok());

@@ -105,12 +105,11 @@ TEST(MoeShards, ExpertParallelRanksSumToTheFullLayer) {
   for (int64_t T : {3, 50}) {  // 12 pairs (routed inside the GEMMs) and 200 (the routing kernel)
     SCOPED_TRACE("T=" + std::to_string(T));
     const uint64_t seed = devdata::fresh_seed() % 1000003;
-    ExpertWeights w13, w2;
-    ASSERT_TRUE(w13.make(E, 2 * I, H, seed * 7 + 1, false));
-    ASSERT_TRUE(w2.make(E, H, I, seed * 7 + 3, false));
-    RoutingInputs in;
-    in.make(T, H, E, k, testing::Routing::kUniform, seed * 7 + 5);
     const MoeShape full{E, H, I, k};
+    ExpertWeights w13, w2;
+    ASSERT_TRUE(testing::make_weights(full, seed, false, &w13, &w2));
+    RoutingInputs in;
+    testing::make_inputs(full, T, testing::Routing::kUniform, seed, &in);
     const reference::ExpertWeightsView v13 = w13.view(), v2 = w2.view();
     const reference::DecodedExperts d13(v13), d2(v2);
     const reference::MoeReferenceInput ri = reference_input(in, T, full, &d13, &d2);
@@ -178,12 +177,11 @@ TEST(MoeShards, TensorParallelSlicesSumToTheFullLayer) {
     for (int64_t T : {2, 40}) {
       SCOPED_TRACE("tp=" + std::to_string(tp) + " T=" + std::to_string(T));
       const uint64_t seed = devdata::fresh_seed() % 1000003;
-      ExpertWeights w13, w2;
-      ASSERT_TRUE(w13.make(E, 2 * I, H, seed * 7 + 1, false));
-      ASSERT_TRUE(w2.make(E, H, I, seed * 7 + 3, false));
-      RoutingInputs in;
-      in.make(T, H, E, k, testing::Routing::kSkewed, seed * 7 + 5);
       const MoeShape full{E, H, I, k};
+      ExpertWeights w13, w2;
+      ASSERT_TRUE(testing::make_weights(full, seed, false, &w13, &w2));
+      RoutingInputs in;
+      testing::make_inputs(full, T, testing::Routing::kSkewed, seed, &in);
       const reference::ExpertWeightsView v13 = w13.view(), v2 = w2.view();
       const reference::DecodedExperts d13(v13), d2(v2);
       const reference::MoeReferenceInput ri = reference_input(in, T, full, &d13, &d2);

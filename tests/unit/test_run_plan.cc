@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "fp4moe/planner.h"
+#include "fp4moe/shard.h"
 #include "src/moe/run_plan.h"
 
 namespace fp4moe::detail {
@@ -172,7 +173,7 @@ TEST(RunPlan, ShardsTakeSmallKTilesAndCountTokensOverTheModelsExperts) {
 TEST(RunPlan, WorkspaceRowsCoverEveryPlanTheLayerMakes) {
   Fixture f = h200();
   for (int64_t T : {1, 2, 7, 33, 64, 65, 300}) {
-    const int64_t rows = max_partial_rows(f.ctx(), T, 0);
+    const int64_t rows = max_split_buffers(f.ctx(), T, 0, 0).partial_rows;
     for (int64_t t = 1; t <= T; ++t)
       for (int bm : {0, 8, 16, 32, 64}) {
         MoeRunPlan p;
@@ -180,7 +181,34 @@ TEST(RunPlan, WorkspaceRowsCoverEveryPlanTheLayerMakes) {
         EXPECT_LE(t * f.shape.top_k * p.down_k_splits, rows) << "T=" << t << " bm " << bm;
       }
   }
-  EXPECT_EQ(max_partial_rows(f.ctx(), 100, 8), 100 * 8 * 8);
+  EXPECT_EQ(max_split_buffers(f.ctx(), 100, 8, 0).partial_rows, 100 * 8 * 8);
+}
+
+// The one shard rule: TP divides I into multiples of 64, EP divides E and numbers the ranks' first experts.
+TEST(RunPlan, ShardShapeIsTheOneRule) {
+  const MoeShape glm{256, 6144, 2048, 8};
+  MoeShape s;
+  ASSERT_TRUE(shard_shape(glm, 8, 1, 0, &s).is_ok());
+  EXPECT_EQ(s.intermediate, 256);
+  EXPECT_EQ(s.num_experts, 256);
+  EXPECT_EQ(s.global_experts(), 256);
+  ASSERT_TRUE(shard_shape(glm, 1, 8, 3, &s).is_ok());
+  EXPECT_EQ(s.num_experts, 32);
+  EXPECT_EQ(s.global_experts(), 256);
+  EXPECT_EQ(s.first_expert, 96);
+  EXPECT_EQ(s.intermediate, 2048);
+  ASSERT_TRUE(shard_shape(glm, 2, 4, 1, &s).is_ok());  // both
+  EXPECT_EQ(s.intermediate, 1024);
+  EXPECT_EQ(s.first_expert, 64);
+  const MoeShape before = s;
+  EXPECT_EQ(shard_shape(glm, 3, 1, 0, &s).code(), StatusCode::kUnsupported);     // 2048 / 3
+  EXPECT_EQ(shard_shape(glm, 64, 1, 0, &s).code(), StatusCode::kUnsupported);    // 32 columns
+  EXPECT_EQ(shard_shape(glm, 1, 7, 0, &s).code(), StatusCode::kInvalidArgument);  // 256 / 7
+  EXPECT_EQ(shard_shape(glm, 1, 8, 8, &s).code(), StatusCode::kInvalidArgument);  // rank out of range
+  EXPECT_EQ(shard_shape(glm, 0, 1, 0, &s).code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(s.intermediate, before.intermediate) << "a rejected call writes nothing";
+  EXPECT_EQ(s.first_expert, before.first_expert);
+  EXPECT_EQ(shard_shape(glm, 8, 1, 0, nullptr).code(), StatusCode::kInvalidArgument);
 }
 
 // The partial buffer by finalize mode: fp32 rows (deterministic), bf16 rows at half the bytes (deterministic-bf16),
@@ -196,7 +224,7 @@ TEST(RunPlan, PartialBufferBytesFollowTheFinalizeMode) {
   EXPECT_EQ(atom.gu_split - atom.partial, T * s.hidden * 4);
   EXPECT_EQ(f32.partial, b16.partial);
   EXPECT_EQ(f32.total - b16.total, rows * s.hidden * 2);
-  for (FinalizeMode m : {FinalizeMode::kDeterministic, FinalizeMode::kDeterministicBf16, FinalizeMode::kAtomic}) {
+  for (FinalizeMode m : kFinalizeModes) {
     FinalizeMode back = m == FinalizeMode::kAtomic ? FinalizeMode::kDeterministic : FinalizeMode::kAtomic;
     EXPECT_TRUE(finalize_mode_from_name(finalize_mode_name(m), &back));
     EXPECT_EQ(back, m);
@@ -235,7 +263,7 @@ TEST(RunPlan, GateUpSplitsFillTheBlocksOfShardDecodeSteps) {
   EXPECT_EQ(make_run_plan(f.ctx(), 3, 8, 0, &q, nullptr, 4).code(), StatusCode::kInvalidArgument);
   f.shape = MoeShape{256, 6144, 256, 8};
   for (int64_t T : {1, 5, 64, 100}) {
-    const int64_t floats = max_gate_up_split_floats(f.ctx(), T, 0);
+    const int64_t floats = max_split_buffers(f.ctx(), T, 0, 0).gate_up_floats;
     for (int64_t t = 1; t <= T; ++t)
       for (int bm : {0, 8, 16, 32, 64}) {
         MoeRunPlan p;
@@ -245,9 +273,9 @@ TEST(RunPlan, GateUpSplitsFillTheBlocksOfShardDecodeSteps) {
         }
       }
   }
-  EXPECT_EQ(max_gate_up_split_floats(f.ctx(), 100, 8), 8 * 100 * 8 * 512);
+  EXPECT_EQ(max_split_buffers(f.ctx(), 100, 0, 8).gate_up_floats, 8 * 100 * 8 * 512);
   f.shape = MoeShape{256, 6144, 2048, 8};
-  EXPECT_EQ(max_gate_up_split_floats(f.ctx(), 64, 0), 0) << "the unsharded layer never splits gate_up";
+  EXPECT_EQ(max_split_buffers(f.ctx(), 64, 0, 0).gate_up_floats, 0) << "the unsharded layer never splits gate_up";
 
 }
 

@@ -22,6 +22,7 @@
 #include "fp4moe/distributed.h"
 #include "fp4moe/moe.h"
 #include "fp4moe/planner.h"
+#include "fp4moe/shard.h"
 #include "random_fill.cuh"
 
 namespace fp4moe::bench {
@@ -173,22 +174,18 @@ Status run(const Options& o) {
   for (const char* mode_name : {"tp", "ep"}) {
     const std::string mode = mode_name;
     if (o.mode != "both" && o.mode != mode) continue;
-    if (mode == "tp" && (full.intermediate % n || (full.intermediate / n) % 64)) {
-      std::printf("\ntp: I = %lld does not split in %d\n", static_cast<long long>(full.intermediate), n);
-      continue;
-    }
-    if (mode == "ep" && full.num_experts % n) {
-      std::printf("\nep: E = %lld does not split in %d\n", static_cast<long long>(full.num_experts), n);
-      continue;
-    }
     const bool tp = mode == "tp";
+    MoeShape probe;
+    if (const Status s = shard_shape(full, tp ? n : 1, tp ? 1 : n, 0, &probe); !s.is_ok()) {
+      std::printf("\n%s\n", s.message().c_str());  // (this shape does not split that way: the other mode may)
+      continue;
+    }
     const DistributedMoeOptions d{tp ? TokenLayout::kReplicated : TokenLayout::kSharded};
     std::vector<std::vector<Buf>> wk(static_cast<size_t>(n));
     std::vector<DistributedMoeLayer> layers(static_cast<size_t>(n));
     for (int i = 0; i < n; ++i) {
-      const MoeShape local = tp ? MoeShape{full.num_experts, full.hidden, full.intermediate / n, full.top_k}
-                                : MoeShape{full.num_experts / n, full.hidden, full.intermediate, full.top_k, full.num_experts,
-                                           i * (full.num_experts / n)};
+      MoeShape local;
+      FP4MOE_RETURN_IF_ERROR(shard_shape(full, tp ? n : 1, tp ? 1 : n, tp ? 0 : i, &local));
       Nvfp4ExpertWeights w13, w2;
       FP4MOE_RETURN_IF_ERROR(random_weights(i, local, 100 + static_cast<uint64_t>(i) * 10, &wk[static_cast<size_t>(i)], &w13, &w2));
       BENCH_TRY(cudaSetDevice(i));

@@ -171,7 +171,9 @@ Status run_moe_bench(const MoeBenchOptions& o, MoeBenchDevice* dev, std::vector<
   std::vector<int> split_list;
   for (int sp : o.down_k_splits.empty() ? std::vector<int>{0} : o.down_k_splits)
     if (sp == 0 || down_k_splits_supported(o.shape, sp)) split_list.push_back(sp);
-  if (split_list.empty()) return invalid_argument("none of the requested down K split counts divides I / 256");
+  if (split_list.empty())
+    return invalid_argument("none of the requested down K split counts is supported for I = " + std::to_string(I) +
+                            " (I / splits must be a multiple of 64)");
   const int max_split = *std::max_element(split_list.begin(), split_list.end());
   const double bytes_per_expert = (2.0 * I * H + double(H) * I) * 0.5625;
   const double read_gbs = o.baselines ? dev->read_gbs : 0;
@@ -263,6 +265,9 @@ Status run_moe_bench(const MoeBenchOptions& o, MoeBenchDevice* dev, std::vector<
         }
       }
     }
+    if (r.layer_us_by_config.empty())
+      return invalid_argument("T=" + std::to_string(T) + ": no timed block_m takes the requested down K splits (" +
+                              "each block_m's down tile must divide I / splits)");
     bm_override = r.block_m;  // the phases and variants below at the fastest config
     splits_override = r.down_k_splits;
     if (o.phases) {
