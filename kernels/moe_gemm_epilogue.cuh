@@ -11,6 +11,15 @@
 
 namespace fp4moe::kernels {
 
+// silu(gate) * up. silu(g) = g / (1 + e^-g); where e^-g overflows (g < -88, or an fp32 accumulator that
+// overflowed to -inf) the limit is -0, not inf/inf = NaN; and a zero factor gives a (signed) zero even when the
+// other one overflowed, as the exact product would.
+__device__ __forceinline__ float swiglu(float gate, float up) {
+  const float ex = expf(-gate);
+  const float silu = isinf(ex) ? copysignf(0.0f, gate) : gate / (1.0f + ex);
+  return (silu == 0.0f || up == 0.0f) ? copysignf(0.0f, silu) * copysignf(1.0f, up) : silu * up;
+}
+
 // What store_item needs of an item besides its accumulators with kLaneRows (the warp-specialized kernels read
 // it from the item record in shared memory): alpha of the item's expert, and the pair index and router weight
 // of rows lane and lane + 32.
@@ -110,12 +119,7 @@ __device__ __forceinline__ void store_item(const MoeGemmParams& p, const WarpRou
       if constexpr (kEpi == MoeEpilogue::kSwiGLU) {
         // Rows g and g+8 of this warp's tile are gate and up of output column j_out.
         const float gate = alpha * acc[j][c], up = alpha * acc[j][2 + c];
-        // silu(g) = g / (1 + e^-g). Where e^-g overflows (g < -88, or an fp32 accumulator that overflowed
-        // to -inf) the limit is -0, not inf/inf = NaN; and a zero factor gives a (signed) zero even when
-        // the other one overflowed, as the exact product would.
-        const float ex = expf(-gate);
-        const float silu = isinf(ex) ? copysignf(0.0f, gate) : gate / (1.0f + ex);
-        const float act = (silu == 0.0f || up == 0.0f) ? copysignf(0.0f, silu) * copysignf(1.0f, up) : silu * up;
+        const float act = swiglu(gate, up);
         const int64_t col = static_cast<int64_t>(nt) * (kBN / 2) + warp * 8 + g8;
         p.act_out[prow * (p.n / 2) + col] = __float2bfloat16_rn(act);
       } else {

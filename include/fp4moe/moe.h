@@ -82,6 +82,8 @@ struct Nvfp4ExpertWeights {
 
 // Most (token, expert) pairs the GEMM kernels route themselves (MoeLayerOptions::fuse_small_routing).
 inline constexpr int kMaxFusedRoutingPairs = 32;
+// Most pairs of a call on the direct decode path (MoeLayerOptions::direct_decode).
+inline constexpr int kMaxDirectDecodePairs = 32;
 
 struct MoeLayerOptions {
   GateUpOrder gate_up_order = GateUpOrder::kGateFirst;
@@ -101,6 +103,11 @@ struct MoeLayerOptions {
   // Off: the multistage kernels for every tile. Other archs: no effect. Results agree within the tolerance (same
   // K order in every sum, another N tiling). docs/perf/moe-decode.md has the measurements.
   bool warp_specialized = true;
+  // A call of at most kMaxDirectDecodePairs pairs for which the caller forces neither block_m nor K splits runs the
+  // direct decode path: two kernels (gate_up with its K split over a block's warps; down with the finalize folded
+  // in), no routing kernel, no partial sums in the workspace, deterministic in every finalize mode (the terms are
+  // rounded to bf16 in kDeterministicBf16, as its partials are). Off: the tiled kernels at every T.
+  bool direct_decode = true;
   // Tuning cache read at init: "" = the default location (tuning.h), "none" = do not read one.
   std::string tuning_cache = "";
   // The kernel family to run: 0 = the device's. 120: the configs planned for sm_120 (RTX 5090, RTX PRO 6000: their
@@ -142,6 +149,13 @@ struct MoeGemmPlan {
 // What one forward pass runs: decided once per call (run() and plan() make the same decision), printable.
 // Both GEMMs share block_m (one chunk table); each has its config (a GEMM whose K a tile does not divide takes
 // the small-K tile of that block_m). FP4MOE_PRINT_PLANS=1 prints each distinct plan a layer makes to stderr, once.
+// The direct decode path of a call (MoeLayerOptions::direct_decode): its two kernels' grids and shared memory.
+struct MoeDirectPlan {
+  int gate_up_blocks = 0, down_blocks = 0, threads = 0;
+  int64_t gate_up_smem_bytes = 0, down_smem_bytes = 0;
+  std::string to_string() const;  // "gate_up 256 blocks (K over 8 warps, 54,272 B smem), down + finalize 384 blocks (...)"
+};
+
 struct MoeRunPlan {
   int64_t num_tokens = 0;
   int block_m = 0;             // tokens per work chunk
@@ -151,6 +165,10 @@ struct MoeRunPlan {
   bool fused_routing = false;  // the GEMM kernels route the pairs; no routing kernel
   bool programmatic_launch = false;
   FinalizeMode finalize = FinalizeMode::kDeterministic;
+  // The call runs the direct decode path (`direct`): block_m is then its chunk size (8 tokens), both split counts 1,
+  // fused_routing true, and the two GEMM plans above are the tiled kernels the call would run without it.
+  bool direct_decode = false;
+  MoeDirectPlan direct;
   std::string source;          // where block_m and the splits came from: caller, options, tuning cache, heuristic
   std::string to_string() const;
 };

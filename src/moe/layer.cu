@@ -15,6 +15,7 @@
 #include "fp4moe/testing.h"
 #include "fp4moe/tuning.h"
 #include "fp4moe/version.h"
+#include "kernels/moe_decode_direct.cuh"
 #include "kernels/moe_finalize.cuh"
 #include "kernels/moe_routing.cuh"
 #include "src/cuda/cuda_util.h"
@@ -34,6 +35,8 @@ struct MoeLayerAccess {
 }  // namespace detail
 
 namespace {
+
+static_assert(kMaxDirectDecodePairs <= kernels::kWarpRoutingMaxPairs, "the direct decode kernels route in one warp");
 
 // Launches `kernel`; with `pdl` as a programmatic dependent launch (sm_90+) of the kernel enqueued just before
 // it: it may start while that one drains and waits inside for its results (kernels/ptx.cuh, griddepcontrol).
@@ -176,6 +179,9 @@ Status MoeLayer::init(const MoeShape& shape, const MoeLayerOptions& options, con
     return unsupported("this build has no MoE kernels for sm_" + std::to_string(cc) + " (built for " +
                        (built.empty() ? std::string("no GPU arch") : built) + ")");
   }
+  for (const void* k : {reinterpret_cast<const void*>(kernels::moe_direct_gate_up_kernel),
+                        reinterpret_cast<const void*>(kernels::moe_direct_down_kernel)})
+    FP4MOE_CUDA_TRY(cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(kDirectMaxSmem)));
   const int64_t rsmem = kernels::routing_smem_bytes(shape.num_experts);
   for (const void* k : {reinterpret_cast<const void*>(kernels::moe_routing_kernel),
                         reinterpret_cast<const void*>(kernels::moe_routing_place_kernel)})
@@ -307,6 +313,58 @@ Status MoeLayer::Impl::run(const MoeForwardArgs& a, void* workspace, size_t work
 #endif
   const bool det = finalize_is_deterministic(options.finalize);
   const bool bf16_partials = options.finalize == FinalizeMode::kDeterministicBf16;
+
+  kernels::MoeGemmExtras ex{};
+  {
+    kernels::RoutingParams& r = ex.routing;
+    r.topk_ids = a.topk_ids;
+    r.topk_weights = a.topk_weights;
+    r.num_pairs = pairs;
+    r.num_experts = static_cast<int32_t>(s.num_experts);
+    r.block_m = rp.direct_decode ? kDirectChunkRows : rp.block_m;
+    r.first_expert = static_cast<int32_t>(s.first_expert);
+    r.expert_offsets = i32(L.offsets);
+    r.perm_pair = i32(L.perm);
+    r.inv_perm = i32(L.inv);
+    r.num_chunks = i32(L.nchunks);
+    r.chunk_expert = i32(L.chunk_expert);
+    r.chunk_start = i32(L.chunk_start);
+    r.chunk_rows = i32(L.chunk_rows);
+    r.error_flags = reinterpret_cast<uint32_t*>(wsp + L.flags);
+    ex.dequant_mul = kernels::kDequantMul;
+    ex.num_global_experts = static_cast<int32_t>(s.global_experts());
+  }
+
+  // The direct decode path (kernels/moe_decode_direct.cuh): gate_up, then down with the finalize, each routing the
+  // pairs itself (gate_up's block 0 writes the tables). A routing phase alone runs the routing kernel below.
+  if (rp.direct_decode && (phases & (kPhaseGateUp | kPhaseDown))) {
+    kernels::DirectDecodeParams d{};
+    d.routing = ex.routing;
+    d.num_global_experts = ex.num_global_experts;
+    d.dequant_mul = ex.dequant_mul;
+    d.w13 = weights.w13;
+    d.s13 = weights.s13;
+    d.alpha13 = weights.alpha13;
+    d.w2 = weights.w2;
+    d.s2 = weights.s2;
+    d.alpha2 = weights.alpha2;
+    d.hidden = static_cast<const __nv_bfloat16*>(a.hidden);
+    d.act = reinterpret_cast<__nv_bfloat16*>(wsp + L.act);
+    d.out = static_cast<__nv_bfloat16*>(a.output);
+    d.num_tokens = static_cast<int32_t>(a.num_tokens);
+    d.hidden_dim = static_cast<int32_t>(s.hidden);
+    d.intermediate = static_cast<int32_t>(s.intermediate);
+    d.top_k = static_cast<int32_t>(s.top_k);
+    d.bf16_terms = bf16_partials;
+    const MoeDirectPlan& dp = rp.direct;
+    if (phases & kPhaseGateUp)
+      FP4MOE_CUDA_TRY(launch(kernels::moe_direct_gate_up_kernel, dp.gate_up_blocks, dp.threads, dp.gate_up_smem_bytes,
+                             stream, false, d));
+    if (phases & kPhaseDown)
+      FP4MOE_CUDA_TRY(launch(kernels::moe_direct_down_kernel, dp.down_blocks, dp.threads, dp.down_smem_bytes, stream,
+                             pdl_ok && (phases & kPhaseGateUp), d));
+    return Status::ok();
+  }
   float* partial = reinterpret_cast<float*>(wsp + L.partial);
   // Fast mode accumulates with atomics into a zeroed buffer: zeroed first, so the kernels stay back to back.
   if ((phases & kPhaseDown) && !det)
@@ -321,26 +379,6 @@ Status MoeLayer::Impl::run(const MoeForwardArgs& a, void* workspace, size_t work
   // A few pairs: the GEMM kernels route them in registers (kernels/moe_routing_warp.cuh), gate_up's
   // block 0 writing the tables the finalize and testing::workspace_view read; the routing kernel is not launched.
   const bool fused_routing = rp.fused_routing && (phases & kPhaseRouting) && (phases & kPhaseGateUp);
-  kernels::MoeGemmExtras ex{};
-  {
-    kernels::RoutingParams& r = ex.routing;
-    r.topk_ids = a.topk_ids;
-    r.topk_weights = a.topk_weights;
-    r.num_pairs = pairs;
-    r.num_experts = static_cast<int32_t>(s.num_experts);
-    r.block_m = rp.block_m;
-    r.first_expert = static_cast<int32_t>(s.first_expert);
-    r.expert_offsets = i32(L.offsets);
-    r.perm_pair = i32(L.perm);
-    r.inv_perm = i32(L.inv);
-    r.num_chunks = i32(L.nchunks);
-    r.chunk_expert = i32(L.chunk_expert);
-    r.chunk_start = i32(L.chunk_start);
-    r.chunk_rows = i32(L.chunk_rows);
-    r.error_flags = reinterpret_cast<uint32_t*>(wsp + L.flags);
-    ex.dequant_mul = kernels::kDequantMul;
-    ex.num_global_experts = static_cast<int32_t>(s.global_experts());
-  }
   if ((phases & kPhaseRouting) && !fused_routing) {
     if (kernels::routing_multi_block(pairs)) {  // many pairs: one block per range (kernels/moe_routing.cuh)
       const int64_t blocks = kernels::routing_blocks(pairs);

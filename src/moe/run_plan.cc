@@ -9,6 +9,7 @@
 
 #include "fp4moe/planner.h"
 #include "fp4moe/shard.h"
+#include "kernels/moe_decode_direct_layout.h"
 
 namespace fp4moe {
 
@@ -18,7 +19,18 @@ std::string MoeGemmPlan::to_string() const {
          " threads, " + std::to_string(grid) + " blocks, " + (wgmma ? "wgmma" : "mma.sync");
 }
 
+std::string MoeDirectPlan::to_string() const {
+  return "gate_up " + std::to_string(gate_up_blocks) + " blocks (K over " + std::to_string(threads / 32) + " warps, " +
+         with_commas(gate_up_smem_bytes) + " B smem), down + finalize " + std::to_string(down_blocks) + " blocks (" +
+         with_commas(down_smem_bytes) + " B smem), " + std::to_string(threads) + " threads, mma.sync";
+}
+
 std::string MoeRunPlan::to_string() const {
+  if (direct_decode)
+    return "T=" + std::to_string(num_tokens) + " -> direct decode: " + direct.to_string() +
+           ", routing inside both kernels, " + finalize_mode_name(finalize) + " order" +
+           (programmatic_launch ? ", programmatic launch" : "") + " (at most " + std::to_string(kMaxDirectDecodePairs) +
+           " pairs, nothing forced)";
   const bool same = gate_up.family == down.family && gate_up.block_n == down.block_n && gate_up.block_k == down.block_k;
   std::string s = "T=" + std::to_string(num_tokens) + " -> block_m " + std::to_string(block_m) + ", " +
                   (same ? "both GEMMs " + gate_up.to_string()
@@ -175,8 +187,22 @@ int64_t gate_up_split_floats(const MoeShape& s, int64_t num_tokens, int splits) 
 }
 
 WorkspaceLayout call_workspace_layout(const MoeShape& s, FinalizeMode mode, const MoeRunPlan& p) {
+  if (p.direct_decode) return workspace_layout(s, mode, p.num_tokens, 0);  // (the SwiGLU rows and the tables only)
   return workspace_layout(s, mode, p.num_tokens, p.num_tokens * s.top_k * p.down_k_splits,
                           gate_up_split_floats(s, p.num_tokens, p.gate_up_k_splits));
+}
+
+bool direct_decode_plan(const MoeShape& s, int64_t num_tokens, MoeDirectPlan* out) {
+  const int64_t pairs = num_tokens * s.top_k;
+  if (pairs < 1 || pairs > kMaxDirectDecodePairs) return false;
+  const int64_t gate_up_blocks = pairs * (2 * s.intermediate / 16), down_blocks = s.hidden / 16;
+  const int64_t gu_smem = direct_gate_up_smem(pairs).total, dn_smem = direct_down_smem(pairs, s.intermediate).total;
+  if (gate_up_blocks >= (int64_t{1} << 31) || down_blocks >= (int64_t{1} << 31) || gu_smem > kDirectMaxSmem ||
+      dn_smem > kDirectMaxSmem)
+    return false;
+  if (out != nullptr)
+    *out = MoeDirectPlan{static_cast<int>(gate_up_blocks), static_cast<int>(down_blocks), kDirectThreads, gu_smem, dn_smem};
+  return true;
 }
 
 namespace {
@@ -268,6 +294,14 @@ Status make_run_plan(const PlanContext& c, int64_t num_tokens, int block_m, int 
   p.programmatic_launch = o.programmatic_launch && c.arch >= 90;
   p.finalize = o.finalize;
   p.source = source;
+  if (o.direct_decode && block_m == 0 && o.block_m == 0 && down_k_splits == 0 && gate_up_k_splits == 0 &&
+      direct_decode_plan(s, num_tokens, &p.direct)) {
+    p.direct_decode = true;
+    p.block_m = kDirectChunkRows;  // (the chunks it routes into; no K split buffers)
+    p.down_k_splits = 1;
+    p.gate_up_k_splits = 1;
+    p.fused_routing = true;
+  }
   *out = p;
   if (choice) *choice = ch;
   return Status::ok();

@@ -78,6 +78,11 @@ int heuristic_down_k_splits(const PlanContext& c, int64_t num_tokens, int index)
 // Experts of this layer that T tokens of uniform routing reach, on average (EP: of its num_experts local ones).
 double expected_local_experts(const MoeShape& s, int64_t num_tokens);
 
+// Whether a call of T tokens fits the direct decode path (at most kMaxDirectDecodePairs pairs, both kernels' shared
+// memory within kDirectMaxSmem, grids within int32), and its plan (out may be null). make_run_plan takes it where
+// the options allow and the caller forces nothing.
+bool direct_decode_plan(const MoeShape& s, int64_t num_tokens, MoeDirectPlan* out);
+
 // The whole decision for one call (block_m and down_k_splits: 0 = the layer's choice). *choice: the configs.
 Status make_run_plan(const PlanContext& c, int64_t num_tokens, int block_m, int down_k_splits, MoeRunPlan* out,
                      GemmChoice* choice, int gate_up_k_splits = 0);

@@ -9,6 +9,7 @@
 
 #include "fp4moe/planner.h"
 #include "fp4moe/shard.h"
+#include "kernels/moe_decode_direct_layout.h"
 #include "src/moe/run_plan.h"
 
 namespace fp4moe::detail {
@@ -27,9 +28,14 @@ std::vector<ResidentConfig> resident_on(int cc, int sms, bool warp_specialized =
   return v;
 }
 
+// The tiled path's decisions (direct decode off; RunPlan.DirectDecode* test it).
 struct Fixture {
   MoeShape shape{256, 6144, 2048, 8};  // GLM-5
-  MoeLayerOptions options;
+  MoeLayerOptions options = [] {
+    MoeLayerOptions o;
+    o.direct_decode = false;
+    return o;
+  }();
   std::vector<ResidentConfig> configs;
   std::map<int64_t, TunedChoice> tuned;
   int arch = 90;
@@ -277,6 +283,49 @@ TEST(RunPlan, GateUpSplitsFillTheBlocksOfShardDecodeSteps) {
   f.shape = MoeShape{256, 6144, 2048, 8};
   EXPECT_EQ(max_split_buffers(f.ctx(), 64, 0, 0).gate_up_floats, 0) << "the unsharded layer never splits gate_up";
 
+}
+
+// The direct decode path: taken for at most kMaxDirectDecodePairs pairs when the caller forces nothing and both
+// kernels' shared memory fits; its plan says what runs (no K splits, 8-row chunks) and its workspace holds no
+// partial sums; forcing block_m or a split, or the option off, keeps the tiled kernels.
+TEST(RunPlan, DirectDecodeTakesSmallStepsThatForceNothing) {
+  Fixture f = h200();
+  f.options.direct_decode = true;
+  f.shape = MoeShape{256, 6144, 256, 8};  // TP8
+  for (int64_t T : {1, 2, 3, 4}) {
+    const MoeRunPlan p = f.plan(T);
+    EXPECT_TRUE(p.direct_decode) << p.to_string();
+    EXPECT_EQ(p.down_k_splits, 1);
+    EXPECT_EQ(p.gate_up_k_splits, 1);
+    EXPECT_EQ(p.block_m, kDirectChunkRows);
+    EXPECT_EQ(p.direct.gate_up_blocks, T * 8 * (2 * 256 / 16));
+    EXPECT_EQ(p.direct.down_blocks, 6144 / 16);
+    EXPECT_EQ(p.direct.gate_up_smem_bytes, direct_gate_up_smem(T * 8).total);
+    EXPECT_EQ(p.direct.down_smem_bytes, direct_down_smem(T * 8, 256).total);
+    EXPECT_NE(p.to_string().find("direct decode"), std::string::npos) << p.to_string();
+    const WorkspaceLayout L = call_workspace_layout(f.shape, f.options.finalize, p);
+    EXPECT_EQ(L.gu_split, L.partial) << "no partial rows";
+    EXPECT_EQ(L.route_counts, L.gu_split) << "no gate_up split sums";
+  }
+  EXPECT_FALSE(f.plan(5).direct_decode) << "40 pairs: past the warp routing's range";
+  EXPECT_FALSE(f.plan(1, 8).direct_decode) << "block_m forced";
+  EXPECT_FALSE(f.plan(1, 0, 1).direct_decode) << "down K splits forced";
+  MoeRunPlan q;
+  ASSERT_TRUE(make_run_plan(f.ctx(), 1, 0, 0, &q, nullptr, 8).is_ok());
+  EXPECT_FALSE(q.direct_decode) << "gate_up K splits forced";
+  EXPECT_EQ(q.gate_up_k_splits, 8);
+  // The unsharded layer: T=1 fits (8 SwiGLU rows of 2048 in down's shared memory), T=2 does not.
+  f.shape = MoeShape{256, 6144, 2048, 8};
+  EXPECT_TRUE(f.plan(1).direct_decode);
+  EXPECT_GT(direct_down_smem(16, 2048).total, kDirectMaxSmem);
+  EXPECT_FALSE(f.plan(2).direct_decode);
+  // Every preset shape's TP8 decode step of one token (I / 8 a multiple of 64) takes it.
+  f.shape = MoeShape{128, 4096, 1536 / 8, 8};  // Qwen3-235B-A22B TP8: I = 192
+  EXPECT_TRUE(f.plan(1).direct_decode);
+  f.options.direct_decode = false;
+  f.shape = MoeShape{256, 6144, 256, 8};
+  EXPECT_FALSE(f.plan(1).direct_decode);
+  EXPECT_EQ(f.plan(1).gate_up_k_splits, 8) << "the tiled plan";
 }
 
 TEST(RunPlan, TokenAndShapeChecksUseCheckedArithmetic) {

@@ -109,7 +109,7 @@ Status run_moe_bench(const MoeBenchOptions& o, MoeBenchDevice* dev, std::vector<
   }
 
   // Weights: random NVFP4 codes and scales in the checkpoint layout, prepacked by the layer.
-  MoeLayer layer, layer_twin, layer_plain, layer_atomic, layer_unfused, layer_other_ws, layer_other_det;
+  MoeLayer layer, layer_twin, layer_plain, layer_atomic, layer_unfused, layer_other_ws, layer_other_det, layer_tiled;
   MoeLayerOptions base;
   base.finalize = o.finalize;
   const bool main_det = finalize_is_deterministic(o.finalize);
@@ -134,7 +134,8 @@ Status run_moe_bench(const MoeBenchOptions& o, MoeBenchDevice* dev, std::vector<
     const Nvfp4ExpertWeights w13{w13p.p, w13s.p, static_cast<float*>(g13.p)}, w2{w2p.p, w2s.p, static_cast<float*>(g2.p)};
     FP4MOE_RETURN_IF_ERROR(layer.init(o.shape, base, w13, w2, nullptr));
     if (o.phases) {  // the same weights in the two variants the benchmark compares against
-      MoeLayerOptions plain = base, atomic = base, unfused = base, other_ws = base, other_det = base;
+      MoeLayerOptions plain = base, atomic = base, unfused = base, other_ws = base, other_det = base, tiled = base;
+      tiled.direct_decode = false;
       // The other MoeLayerOptions::warp_specialized setting: a copy of the weights only where this GPU has both
       // kernel families (with the option on, the layer takes the warp-specialized 16/32/64-token tiles where built).
       other_ws.warp_specialized = !base.warp_specialized;
@@ -152,6 +153,7 @@ Status run_moe_bench(const MoeBenchOptions& o, MoeBenchDevice* dev, std::vector<
       FP4MOE_RETURN_IF_ERROR(layer_twin.init(o.shape, base, w13, w2, nullptr));
       FP4MOE_RETURN_IF_ERROR(layer_unfused.init(o.shape, unfused, w13, w2, nullptr));
       FP4MOE_RETURN_IF_ERROR(layer_plain.init(o.shape, plain, w13, w2, nullptr));
+      FP4MOE_RETURN_IF_ERROR(layer_tiled.init(o.shape, tiled, w13, w2, nullptr));
       if (o.finalize != FinalizeMode::kAtomic) FP4MOE_RETURN_IF_ERROR(layer_atomic.init(o.shape, atomic, w13, w2, nullptr));
       if (main_det) FP4MOE_RETURN_IF_ERROR(layer_other_det.init(o.shape, other_det, w13, w2, nullptr));
     }
@@ -248,8 +250,13 @@ Status run_moe_bench(const MoeBenchOptions& o, MoeBenchDevice* dev, std::vector<
           sets, std::max(o.min_iters, 2 * sets));
     };
     r.layer_us = 1e30;
-    for (int bm : block_ms) {
+    // The direct decode path where the layer's own plan takes it (and no block_m was asked for): a forward pass with
+    // nothing forced, timed as one more config.
+    std::vector<int> sweep = block_ms;
+    if (o.block_ms.empty() && plan_of(layer, T, 0).direct_decode) sweep.insert(sweep.begin(), kDirectBlockM);
+    for (int bm : sweep) {
       for (int sp : split_list) {
+        if (bm == kDirectBlockM && sp != 0) continue;  // (a forced split is the tiled path)
         bm_override = bm;
         splits_override = sp;
         // A split count that this block_m's down tile does not divide (a TP shard's single K tile of 256): not a
@@ -287,9 +294,13 @@ Status run_moe_bench(const MoeBenchOptions& o, MoeBenchDevice* dev, std::vector<
       if (main_det) variants.push_back({&layer_other_det, &r.layer_other_det_us});
       const MoeRunPlan main_plan = plan_of(layer, T, r.block_m);
       r.gate_up_k_splits = main_plan.gate_up_k_splits;
-      if (main_plan.gate_up.family != plan_of(layer_other_ws, T, r.block_m).gate_up.family)
-        variants.push_back({&layer_other_ws, &r.layer_other_ws_us});
-      if (main_plan.fused_routing) variants.push_back({&layer_unfused, &r.layer_unfused_us});
+      if (main_plan.direct_decode) {
+        variants.push_back({&layer_tiled, &r.layer_tiled_us});
+      } else {
+        if (main_plan.gate_up.family != plan_of(layer_other_ws, T, r.block_m).gate_up.family)
+          variants.push_back({&layer_other_ws, &r.layer_other_ws_us});
+        if (main_plan.fused_routing) variants.push_back({&layer_unfused, &r.layer_unfused_us});
+      }
       if (main_plan.gate_up_k_splits > 1) variants.push_back({&layer, &r.layer_gate_up_unsplit_us, 1});
       constexpr int kRounds = 3;
       std::vector<std::vector<double>> times(variants.size());
@@ -349,6 +360,7 @@ Status run_moe_bench(const MoeBenchOptions& o, MoeBenchDevice* dev, std::vector<
     FP4MOE_RETURN_IF_ERROR(layer.check(ws[0].p, nullptr));
     const MoeRunPlan own = plan_of(layer, T, 0);
     r.heuristic_bm = own.block_m;
+    r.heuristic_direct = own.direct_decode;
     r.heuristic_splits = own.down_k_splits;
     r.weight_bytes = r.active * bytes_per_expert;
     r.flop_per_byte = 2.0 * r.local_pairs * 3.0 * I * H / r.weight_bytes;
@@ -417,18 +429,22 @@ void print_moe_bench(const MoeBenchOptions& o, const MoeBenchDevice& dev, const 
                  dev.have_cublas ? "" : (" (cuBLAS unavailable: " + dev.cublas_error + ")").c_str());
   for (const auto& r : rows) {
     std::fprintf(f, "  T=%lld: max tokens on one expert %d; layer us by block_m:", static_cast<long long>(r.T), r.max_per_expert);
-    for (const auto& [bm, us] : r.layer_us_by_bm()) std::fprintf(f, " bm%d %.0f", bm, us);
+    for (const auto& [bm, us] : r.layer_us_by_bm()) {
+      if (bm == kDirectBlockM) std::fprintf(f, " direct %.1f", us);
+      else std::fprintf(f, " bm%d %.0f", bm, us);
+    }
     if (r.layer_us_by_config.size() > r.layer_us_by_bm().size()) {
       std::fprintf(f, "; by block_m/down K splits:");
       for (const auto& [cfg, us] : r.layer_us_by_config) std::fprintf(f, " %d/%d %.1f", cfg.first, cfg.second, us);
     }
     if (r.down_k_splits > 1) std::fprintf(f, " (fastest with the down K in %d splits)", r.down_k_splits);
-    std::fprintf(f, " (the layer picks %d)", r.heuristic_bm);
+    if (r.heuristic_direct) std::fprintf(f, " (the layer picks the direct decode path)");
+    else std::fprintf(f, " (the layer picks %d)", r.heuristic_bm);
     if (r.layer_main_us > 0) {
       auto rel = [&](double us) { return 100.0 * (us / r.layer_main_us - 1.0); };
-      std::fprintf(f, "; at bm%d, medians of 3 rounds each timing the layer (%.1f us) and then every variant: same options "
+      std::fprintf(f, "; at %s, medians of 3 rounds each timing the layer (%.1f us) and then every variant: same options "
                       "on a second copy of the weights %.1f us (%+.1f%%), without programmatic launch %.1f us (%+.1f%%)",
-                   r.block_m, r.layer_main_us, r.layer_twin_us, rel(r.layer_twin_us), r.layer_plain_us,
+                   r.block_m == kDirectBlockM ? "the direct decode path" : ("bm" + std::to_string(r.block_m)).c_str(), r.layer_main_us, r.layer_twin_us, rel(r.layer_twin_us), r.layer_plain_us,
                    rel(r.layer_plain_us));
       if (r.layer_atomic_us > 0)
         std::fprintf(f, ", atomic finalize %.1f us (%+.1f%%)", r.layer_atomic_us, rel(r.layer_atomic_us));
@@ -439,6 +455,8 @@ void print_moe_bench(const MoeBenchOptions& o, const MoeBenchDevice& dev, const 
         std::fprintf(f, ", %s %.1f us (%+.1f%%)",
                      o.warp_specialized ? "multistage kernels (not warp-specialized)" : "warp-specialized kernels",
                      r.layer_other_ws_us, rel(r.layer_other_ws_us));
+      if (r.layer_tiled_us > 0)
+        std::fprintf(f, ", the tiled kernels (direct decode off) %.1f us (%+.1f%%)", r.layer_tiled_us, rel(r.layer_tiled_us));
       if (r.layer_unfused_us > 0)
         std::fprintf(f, ", with the routing kernel (not fused) %.1f us (%+.1f%%)", r.layer_unfused_us, rel(r.layer_unfused_us));
       if (r.layer_gate_up_unsplit_us > 0)
@@ -455,21 +473,22 @@ void print_moe_bench(const MoeBenchOptions& o, const MoeBenchDevice& dev, const 
                static_cast<long long>(s.hidden), static_cast<long long>(s.intermediate), static_cast<long long>(s.top_k),
                finalize_mode_name(o.finalize), o.routing.c_str(), o.min_iters);
   std::fprintf(f, "bytes = active experts' NVFP4 weights incl. scales (0.5625 B/weight); floor = bytes / measured read BW\n\n");
-  std::fprintf(f, "%6s %6s %3s %8s %7s %8s %8s %8s %8s %8s %6s %6s %7s %9s %7s %9s %7s %9s %7s %6s %7s\n", "T", "active", "bm",
+  std::fprintf(f, "%6s %6s %4s %8s %7s %8s %8s %8s %8s %8s %6s %6s %7s %9s %7s %9s %7s %9s %7s %6s %7s\n", "T", "active", "bm",
                "MB", "route", "gate_up", "down", "layer", "graph", "floor", "GB/s", "%BW", "TFLOP/s", "cuBLAS gu", "gu x",
                "cuBLAS", "layer x", "tok/s*", "FLOP/B", "%peak", "bound");
   // Roofline: the memory roof is the measured read bandwidth, the compute roof the measured cuBLAS bf16 rate;
   // a case is memory-bound when its arithmetic intensity is below their ratio (the ridge point).
   const double ridge = dev.read_gbs > 0 ? dev.cublas_tflops * 1e3 / dev.read_gbs : 0;
   for (const auto& r : rows)
-    std::fprintf(f, "%6lld %6d %3d %8.1f %7.1f %8.1f %8.1f %8.1f %8.1f %8.1f %6.0f %5.1f%% %7.1f %9.1f %6.2fx %9.1f %6.2fx %9.0f %7.1f %5.1f%% %7s\n",
-                 static_cast<long long>(r.T), static_cast<int>(r.active + 0.5), r.block_m, r.weight_bytes / 1e6,
+    std::fprintf(f, "%6lld %6d %4s %8.1f %7.1f %8.1f %8.1f %8.1f %8.1f %8.1f %6.0f %5.1f%% %7.1f %9.1f %6.2fx %9.1f %6.2fx %9.0f %7.1f %5.1f%% %7s\n",
+                 static_cast<long long>(r.T), static_cast<int>(r.active + 0.5),
+                 r.block_m == kDirectBlockM ? "dir" : std::to_string(r.block_m).c_str(), r.weight_bytes / 1e6,
                  r.route_us, r.gate_up_us, r.down_us, r.layer_us, r.layer_graph_us, r.floor_us, r.gbs, r.pct_bw, r.tflops,
                  r.cublas_gate_up_us, r.cublas_gate_up_us > 0 ? r.cublas_gate_up_us / r.gate_up_us : 0.0, r.cublas_us,
                  r.cublas_us > 0 ? r.cublas_us / r.layer_us : 0.0, r.tokens_per_s, r.flop_per_byte,
                  dev.cublas_tflops > 0 ? 100.0 * r.tflops / dev.cublas_tflops : 0.0,
                  ridge <= 0 ? "-" : r.flop_per_byte < ridge ? "memory" : "compute");
-  std::fprintf(f, "(times in us; route/gate_up/down timed alone; layer = all phases in one run; graph = the layer replayed\n"
+  std::fprintf(f, "(bm dir = the direct decode path: two kernels, the finalize inside down; times in us; route/gate_up/down timed alone; layer = all phases in one run; graph = the layer replayed\n"
                   " from a CUDA graph (per routing set); cuBLAS = bf16\n"
                   " cublasGemmStridedBatchedEx over the active experts at their mean token count: gate_up, and gate_up + down;\n"
                   " gu x = cuBLAS gate_up / fp4moe gate_up, layer x = cuBLAS gate_up + down / fp4moe layer;\n"
@@ -492,6 +511,8 @@ std::string moe_bench_json(const MoeBenchOptions& o, const MoeBenchDevice& dev, 
     nlohmann::json by = nlohmann::json::object();
     for (const auto& [bm, us] : r.layer_us_by_bm()) by[std::to_string(bm)] = us;
     arr.push_back({{"tokens", r.T}, {"active_experts", r.active}, {"block_m", r.block_m}, {"heuristic_block_m", r.heuristic_bm},
+                   {"direct_decode", r.block_m == kDirectBlockM}, {"heuristic_direct_decode", r.heuristic_direct},
+                   {"layer_tiled_us", r.layer_tiled_us},
                    {"layer_us_by_block_m", by}, {"route_us", r.route_us}, {"gate_up_us", r.gate_up_us},
                    {"down_us", r.down_us}, {"layer_us", r.layer_us}, {"layer_graph_us", r.layer_graph_us},
                    {"local_pairs", r.local_pairs}, {"weight_bytes", r.weight_bytes},

@@ -36,6 +36,10 @@ struct MoeBenchOptions {
   std::function<void(size_t, size_t, int64_t)> progress;
 };
 
+// The block_m key of the direct decode path in MoeBenchRow's configs (a forward pass with block_m 0 and nothing
+// forced, which the layer runs on that path where it fits).
+inline constexpr int kDirectBlockM = 0;
+
 struct MoeBenchRow {
   int64_t T = 0;
   double active = 0;        // this shard's experts with a token (mean over the routing sets)
@@ -43,8 +47,11 @@ struct MoeBenchRow {
   int max_per_expert = 0;
   int heuristic_splits = 1;          // the down K splits the layer picks by itself for T
   int block_m = 0, heuristic_bm = 0;  // the fastest config, and what the layer picks by itself (its tuning
-                                      // cache, else the heuristic; the tuner's layer reads no cache)
-  std::map<std::pair<int, int>, double> layer_us_by_config;  // (block_m, down K splits; 0 = the layer's choice)
+                                      // cache, else the heuristic; the tuner's layer reads no cache); block_m
+                                      // kDirectBlockM: the direct decode path
+  bool heuristic_direct = false;      // the layer's own plan for T is the direct decode path
+  // (block_m, down K splits; 0 = the layer's choice); block_m kDirectBlockM: the direct decode path
+  std::map<std::pair<int, int>, double> layer_us_by_config;
   // Per block_m, the best over the timed split counts.
   std::map<int, double> layer_us_by_bm() const {
     std::map<int, double> by;
@@ -71,6 +78,7 @@ struct MoeBenchRow {
   double layer_other_ws_us = 0;  // with MoeLayerOptions::warp_specialized flipped where that changes the kernels, else 0
   double layer_gate_up_unsplit_us = 0;  // with gate_up's K not split where the layer splits it (gate_up_k_splits), else 0
   int gate_up_k_splits = 1;  // the layer's gate_up K splits at the fastest block_m
+  double layer_tiled_us = 0;  // with the tiled kernels (MoeLayerOptions::direct_decode off) where the fastest is direct, else 0
   double layer_unfused_us = 0;  // with the routing kernel where the fastest config fuses routing (MoeLayer::fuses_routing), else 0
   double tokens_per_s = 0;  // projected: T / (layer time x MoE layers)
 };

@@ -1,0 +1,161 @@
+// GPU tests of the direct decode path (kernels/moe_decode_direct.cuh): against the fp64 reference on shard-like and
+// odd shapes with poisoned outputs and workspace, bit for bit against the tiled kernels where both sum in the same
+// order, and bit-identical across reruns and CUDA-graph replays.
+// SPDX-License-Identifier: Apache-2.0
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include "fp4moe/moe.h"
+#include "fp4moe/testing.h"
+#include "tests/gpu/moe_check.h"
+
+namespace fp4moe {
+namespace {
+
+using testing::Case;
+using testing::Problem;
+using testing::Routing;
+
+// Runs the problem's layer with `a` on poisoned buffers and returns the output and the SwiGLU rows (bf16 bits).
+void run_and_download(Problem& p, const MoeForwardArgs& a, std::vector<uint16_t>* out, std::vector<uint16_t>* act) {
+  ASSERT_TRUE(p.out.poison(0xFF) && p.ws.poison(0xFF));
+  const Status st = p.layer.run(a, p.ws.get(), p.ws.bytes(), nullptr);
+  ASSERT_TRUE(st.is_ok()) << st.to_string();
+  ASSERT_EQ(cudaGetLastError(), cudaSuccess);
+  ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  *out = p.out.download<uint16_t>(static_cast<size_t>(p.c.T * p.c.H));
+  const testing::MoeWorkspaceView v = testing::workspace_view(p.layer, p.ws.get(), p.c.T);
+  act->resize(static_cast<size_t>(p.c.T * p.c.k * p.c.I));
+  ASSERT_EQ(cudaMemcpy(act->data(), v.act, act->size() * 2, cudaMemcpyDeviceToHost), cudaSuccess);
+}
+
+// Every case runs the direct path (asserted from its plan) and matches the reference element by element: the TP8
+// shard's decode steps (one chunk per warp, several chunks per warp at 32 pairs), few chunks (the warps split
+// down's K), a wide I (down in several weight batches), an H whose K groups do not divide by the 8 warps, top-1
+// with 32 tokens on 4 experts (experts of more than 8 rows: two chunks), both gate/up orders, the dequantize-kind
+// global scales, every finalize mode, and bad ids (skipped and reported).
+TEST(MoeDirect, MatchesTheReferenceOnShardAndOddShapes) {
+  FP4MOE_SKIP_WITHOUT_GPU();
+  std::vector<Case> cases = {
+      Case{1, 256, 2048, 256, 8},                    // TP8-like T=1: 8 chunks, one per warp
+      Case{2, 64, 2048, 256, 8, Routing::kSkewed},   // shared experts: chunks of 2 rows
+      Case{4, 64, 1024, 256, 8},                     // 32 pairs: several chunks per warp
+      Case{1, 16, 512, 512, 2},                      // 2 chunks: 4 warps per chunk split down's K
+      Case{1, 32, 1024, 2048, 8},                    // I = 2048: 4 weight batches of down per warp
+      Case{2, 16, 768, 128, 4},                      // H = 768: 12 K groups over 8 warps (1 or 2 each)
+      Case{32, 4, 512, 256, 1},                      // top-1: experts with more than 8 tokens
+      Case{3, 16, 512, 192, 8, Routing::kUniform, 0, FinalizeMode::kDeterministic, false, true},  // up first, dequant kind
+      Case{2, 32, 1024, 256, 8, Routing::kUniform, 0, FinalizeMode::kDeterministicBf16},
+      Case{2, 32, 1024, 256, 8, Routing::kUniform, 0, FinalizeMode::kAtomic},
+      Case{4, 64, 512, 256, 8, Routing::kWithBadIds},
+      Case{1, 8, 256, 64, 8, Routing::kOneExpert},   // the smallest shape: H = 256, I = 64
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.name());
+    Problem p;
+    p.setup(c, devdata::fresh_seed() % 1000003);
+    if (HasFatalFailure()) return;
+    const MoeRunPlan rp = testing::plan_of(p.layer, c.T);
+    ASSERT_TRUE(rp.direct_decode) << rp.to_string();
+    p.run_poisoned();
+    if (HasFatalFailure()) return;
+    testing::check_against_reference(p);
+    if (HasFatalFailure()) return;
+  }
+}
+
+// A token that names one expert twice (bad input the tiled kernels also serve: two rows of that expert) gets both
+// rows; the staged activations hold up to 8 rows per chunk whatever T is.
+TEST(MoeDirect, RepeatedIdsOfOneTokenGetTwoRows) {
+  FP4MOE_SKIP_WITHOUT_GPU();
+  Problem p;
+  p.setup(Case{1, 16, 512, 256, 8}, devdata::fresh_seed() % 1000003);
+  if (HasFatalFailure()) return;
+  p.in.ids[1] = p.in.ids[0];
+  p.in.ids[5] = p.in.ids[0];
+  ASSERT_TRUE(p.ids.upload(p.in.ids));
+  ASSERT_TRUE(testing::plan_of(p.layer, 1).direct_decode);
+  p.run_poisoned();
+  if (HasFatalFailure()) return;
+  testing::check_against_reference(p);
+}
+
+// Where the tiled kernels add in the same order -- gate_up with K in 8 splits (the 8 warps' ranges), the 8-token
+// tile, down unsplit with one K tile, at least 8 chunks -- the direct path's SwiGLU rows and outputs are the same
+// bits, in both deterministic finalize modes.
+TEST(MoeDirect, BitIdenticalToTheTiledKernelsInTheSameOrder) {
+  FP4MOE_SKIP_WITHOUT_GPU();
+  for (FinalizeMode mode : {FinalizeMode::kDeterministic, FinalizeMode::kDeterministicBf16})
+    for (int64_t T : {1, 4}) {
+      Case c{T, 256, 2048, 256, 8, Routing::kUniform, 0, mode};
+      c.gate_up_k_splits = 8;  // (for the workspace of the tiled call)
+      SCOPED_TRACE(c.name());
+      Problem p;
+      p.setup(c, devdata::fresh_seed() % 1000003);
+      if (HasFatalFailure()) return;
+      MoeForwardArgs direct = p.args();
+      direct.gate_up_k_splits = 0;
+      MoeForwardArgs tiled = p.args();
+      tiled.block_m = 8;
+      tiled.gate_up_k_splits = 8;
+      tiled.down_k_splits = 1;
+      MoeRunPlan dp, tp;
+      ASSERT_TRUE(p.layer.plan(direct, &dp).is_ok() && p.layer.plan(tiled, &tp).is_ok());
+      ASSERT_TRUE(dp.direct_decode) << dp.to_string();
+      ASSERT_FALSE(tp.direct_decode) << tp.to_string();
+      ASSERT_EQ(tp.down.block_k, 256) << tp.to_string();
+      std::vector<uint16_t> out_d, act_d, out_t, act_t;
+      run_and_download(p, direct, &out_d, &act_d);
+      if (HasFatalFailure()) return;
+      run_and_download(p, tiled, &out_t, &act_t);
+      if (HasFatalFailure()) return;
+      // (the first T k rows of act are the routed pairs: every id is valid here)
+      EXPECT_EQ(act_d, act_t) << "SwiGLU rows differ";
+      EXPECT_EQ(out_d, out_t) << "outputs differ";
+    }
+}
+
+// Two runs and two replays of a captured forward pass (two kernels, one a programmatic dependent) give the same
+// bits; a poisoned output is fully rewritten each time.
+TEST(MoeDirect, RerunsAndGraphReplaysAreBitIdentical) {
+  FP4MOE_SKIP_WITHOUT_GPU();
+  for (const Case& c : {Case{1, 256, 2048, 256, 8}, Case{3, 32, 1024, 512, 8, Routing::kSkewed}}) {
+    SCOPED_TRACE(c.name());
+    Problem p;
+    p.setup(c, devdata::fresh_seed() % 1000003);
+    if (HasFatalFailure()) return;
+    ASSERT_TRUE(testing::plan_of(p.layer, c.T).direct_decode);
+    p.run_poisoned();
+    if (HasFatalFailure()) return;
+    testing::check_against_reference(p);
+    if (HasFatalFailure()) return;
+    const auto first = p.out.download<uint16_t>(static_cast<size_t>(c.T * c.H));
+    p.run_poisoned();
+    if (HasFatalFailure()) return;
+    EXPECT_EQ(p.out.download<uint16_t>(first.size()), first) << "two runs differ";
+    cudaStream_t st;
+    ASSERT_EQ(cudaStreamCreate(&st), cudaSuccess);
+    cudaGraph_t graph;
+    cudaGraphExec_t exec;
+    ASSERT_TRUE(p.out.poison(0xFF) && p.ws.poison(0xFF));
+    ASSERT_EQ(cudaStreamBeginCapture(st, cudaStreamCaptureModeGlobal), cudaSuccess);
+    const Status run = p.layer.run(p.args(), p.ws.get(), p.ws.bytes(), st);
+    ASSERT_EQ(cudaStreamEndCapture(st, &graph), cudaSuccess);
+    ASSERT_TRUE(run.is_ok()) << run.to_string();
+    ASSERT_EQ(cudaGraphInstantiate(&exec, graph, 0), cudaSuccess);
+    for (int i = 0; i < 2; ++i) {
+      ASSERT_TRUE(p.out.poison(0xFF));
+      ASSERT_EQ(cudaGraphLaunch(exec, st), cudaSuccess);
+      ASSERT_EQ(cudaStreamSynchronize(st), cudaSuccess);
+      EXPECT_EQ(p.out.download<uint16_t>(first.size()), first) << "graph replay " << i << " differs";
+    }
+    cudaGraphExecDestroy(exec);
+    cudaGraphDestroy(graph);
+    cudaStreamDestroy(st);
+  }
+}
+
+}  // namespace
+}  // namespace fp4moe
