@@ -196,7 +196,7 @@ bool direct_decode_plan(const MoeShape& s, int64_t num_tokens, MoeDirectPlan* ou
   const int64_t pairs = num_tokens * s.top_k;
   if (pairs < 1 || pairs > kMaxDirectDecodePairs) return false;
   const int64_t gate_up_blocks = pairs * (2 * s.intermediate / 16), down_blocks = s.hidden / 16;
-  const int64_t gu_smem = direct_gate_up_smem(pairs).total, dn_smem = direct_down_smem(pairs, s.intermediate).total;
+  const int64_t gu_smem = direct_gate_up_smem(num_tokens, s.hidden).total, dn_smem = direct_down_smem(pairs, s.intermediate).total;
   if (gate_up_blocks >= (int64_t{1} << 31) || down_blocks >= (int64_t{1} << 31) || gu_smem > kDirectMaxSmem ||
       dn_smem > kDirectMaxSmem)
     return false;

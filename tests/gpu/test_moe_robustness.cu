@@ -46,7 +46,8 @@ TEST(MoeRobustness, EveryBadForwardArgumentIsRejectedAndNothingIsWritten) {
       {"unknown block_m", [](MoeForwardArgs& a, void*&, size_t&) { a.block_m = 24; }, StatusCode::kInvalidArgument, "block_m 24"},
       {"down_k_splits not a power of two", [](MoeForwardArgs& a, void*&, size_t&) { a.down_k_splits = 3; }, StatusCode::kInvalidArgument, "down_k_splits must be"},
       {"down_k_splits not dividing the K tiles", [](MoeForwardArgs& a, void*&, size_t&) { a.down_k_splits = 2; }, StatusCode::kInvalidArgument, "does not divide the down GEMM's 1 K tiles of 256"},
-      {"workspace too small", [](MoeForwardArgs&, void*&, size_t& b) { b -= 1; }, StatusCode::kResourceExhausted, "workspace_size"},
+      // (one byte less than this call needs: less than workspace_size(T), which covers every plan up to T)
+      {"workspace too small", [&](MoeForwardArgs& a, void*&, size_t& b) { b = p.layer.workspace_size(a) - 1; }, StatusCode::kResourceExhausted, "workspace_size"},
       {"workspace null", [](MoeForwardArgs&, void*& w, size_t&) { w = nullptr; }, StatusCode::kInvalidArgument, "workspace is null"},
       // (the size stays as allocated: the call is rejected before anything touches the buffer)
       {"workspace misaligned", [](MoeForwardArgs&, void*& w, size_t&) { w = static_cast<char*>(w) + 16; }, StatusCode::kMisaligned, "workspace must be 256-byte aligned"},
@@ -199,19 +200,28 @@ TEST(MoeRobustness, NearBf16MaxGivesInfOrNanOnlyWhereTheReferenceDoes) {
   p.setup(Case{16, 8, 256, 256, 2}, 22);
   if (HasFatalFailure()) return;
   // Every 37th activation at 3e38 (bf16's max is 3.39e38) with small weights (global scale 1e6, so
-  // |w| <= 6 * 448 / 1e6): the fp32 accumulators stay finite, SwiGLU products overflow bf16 (and fp32),
-  // and the down projection then sees inf: every non-finite output must be where the reference has one.
+  // |w| <= 6 * 448 / 1e6): SwiGLU products overflow bf16 (and fp32), and the down projection then sees inf: every
+  // non-finite output must be where the reference has one. (The accumulators hold the weights before the global
+  // scale -- up to 6 * 448 / 2^9 -- times 3e38, so they can overflow too: the tiled kernels, run first, sum K in one
+  // pass and give an inf of the exact sum's sign here; the direct decode path, summing 8 K ranges, may meet both
+  // signs and give NaN, which the property checked for it allows.)
   for (size_t i = 0; i < p.in.hidden.size(); i += 37) p.in.hidden[i] = float_to_bf16(3.0e38f);
   ASSERT_TRUE(p.hidden.upload(p.in.hidden));
   for (auto* w : {&p.w13, &p.w2}) {
     for (auto& g : w->host_global) g = 1.0e6f;
     ASSERT_TRUE(w->global.upload(w->host_global));
   }
-  MoeLayerOptions o;
-  ASSERT_TRUE(p.layer.init(MoeShape{8, 256, 256, 2}, o, p.w13.device(), p.w2.device(), nullptr).is_ok());
-  p.run_poisoned();
-  if (HasFatalFailure()) return;
-  check_against_reference(p);
+  for (bool direct : {false, true}) {
+    SCOPED_TRACE(direct ? "direct decode path" : "tiled kernels");
+    MoeLayerOptions o;
+    o.direct_decode = direct;
+    ASSERT_TRUE(p.layer.init(MoeShape{8, 256, 256, 2}, o, p.w13.device(), p.w2.device(), nullptr).is_ok());
+    ASSERT_EQ(testing::plan_of(p.layer, 16).direct_decode, direct);
+    p.run_poisoned();
+    if (HasFatalFailure()) return;
+    check_against_reference(p, /*any_nonfinite=*/direct);
+    if (HasFatalFailure()) return;
+  }
 }
 
 TEST(MoeRobustness, AnExpertWithAllZeroScalesContributesZero) {
