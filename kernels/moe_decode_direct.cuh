@@ -38,6 +38,7 @@ struct DirectDecodeParams {
   __nv_bfloat16* act;           // [P, I] the SwiGLU rows, in permuted order
   __nv_bfloat16* out;           // [T, H]
   int32_t num_tokens, hidden_dim, intermediate, top_k;
+  int32_t down_tiles;           // 16-row tiles of H per down block (at most kDirectDownTiles)
   bool bf16_terms;              // FinalizeMode::kDeterministicBf16: each term rounded to bf16, as its partials are
 };
 
@@ -59,35 +60,10 @@ __device__ __forceinline__ void direct_group(float (&acc)[4], const uint4 wq, co
   }
 }
 
-// A warp's ring of K groups in shared memory: slot i holds, for each lane, the 16 weight bytes and 8 scale bytes
-// that lane multiplies (LaneSlot's view of a stage, kernels/moe_gemm_mainloop.cuh). Each lane copies its own bytes
-// with cp.async and reads back only those, so a slot needs no warp barrier between its copy and its use; one
-// commit group per step, so step s has landed after cp.async.wait_group(kSlots - 1) at step s.
-template <int kSlots>
-struct WarpGroupRing {
-  uint8_t* w;  // this lane's weight bytes in slot 0 (slot i: + i * kDirectSlotBytes)
-  uint8_t* s;  // this lane's scale bytes in slot 0
-  __device__ __forceinline__ WarpGroupRing(uint8_t* warp_smem, int lane)
-      : w(warp_smem + lane * 16), s(warp_smem + 512 + lane * 8) {}
-  // Copies the group whose lane bytes start at w_src / s_src into `slot`, then commits (with or without a copy).
-  __device__ __forceinline__ void issue(int slot, const uint8_t* w_src, const uint8_t* s_src, bool copy) {
-    if (copy) {
-      ptx::cp_async_16(w + slot * kDirectSlotBytes, w_src);
-      ptx::cp_async_8(s + slot * kDirectSlotBytes, s_src);
-    }
-    ptx::cp_async_commit();
-  }
-  __device__ __forceinline__ void read(int slot, uint4* wq, uint2* sq) const {
-    ptx::cp_async_wait<kSlots - 1>();
-    *wq = *reinterpret_cast<const uint4*>(w + slot * kDirectSlotBytes);
-    *sq = *reinterpret_cast<const uint2*>(s + slot * kDirectSlotBytes);
-  }
-};
-
-// Grid: (pairs: the most chunks a call can have) x (2I / 16) tiles, blockIdx.x = chunk * (2I/16) + tile; blocks
-// past the call's chunks exit. The forward pass's first kernel: it lets the down kernel launch at once, whose
-// blocks route and start their weight copies while these stream theirs.
-__global__ void __launch_bounds__(kDirectThreads, kDirectMinBlocks) moe_direct_gate_up_kernel(const DirectDecodeParams p) {
+// Grid: (pairs: the most chunks a call can have) x (2I / 16) tiles, blockIdx.x = chunk * (2I/16) + tile; blocks past the
+// call's chunks exit. The forward pass's first kernel: it lets the down kernel launch at once, whose blocks route
+// and load their first weights while these stream theirs.
+__global__ void __launch_bounds__(kDirectThreads, kDirectGateUpMinBlocks) moe_direct_gate_up_kernel(const DirectDecodeParams p) {
   extern __shared__ __align__(16) uint8_t smem[];
   ptx::griddep_wait();  // (launched without a programmatic predecessor: returns at once)
   ptx::griddep_launch_dependents();
@@ -97,76 +73,74 @@ __global__ void __launch_bounds__(kDirectThreads, kDirectMinBlocks) moe_direct_g
   const WarpRouting wr = warp_routing(p.routing, p.num_global_experts, blockIdx.x == 0);
   if (chunk >= wr.num_chunks) return;  // block-uniform
   const int e = wr.expert(chunk), row0 = wr.start(chunk), rows = wr.rows(chunk);
-  const DirectGateUpSmem L = direct_gate_up_smem(p.num_tokens, p.hidden_dim);
+  const float alpha = p.alpha13[e];
+  const DirectGateUpSmem L = direct_gate_up_smem(p.routing.num_pairs);
   const int groups = p.hidden_dim / pack::kGroupK;
-  const int g_begin = warp * groups / kDirectWarps, steps = (warp + 1) * groups / kDirectWarps - g_begin;
-  const uint8_t* wsrc = p.w13 + pack::weight_group_offset(e, tile, g_begin, n, p.hidden_dim) + lane * 16;
-  const uint8_t* ssrc = p.s13 + pack::scale_group_offset(e, tile, g_begin, n, p.hidden_dim) + (lane >> 2) * 8;
-  uint8_t* const wsm = smem + warp * L.warp_bytes;
-  WarpGroupRing<kDirectGateUpSlots> ring(wsm, lane);
-  const int staged = static_cast<int>(direct_staged_rows(p.num_tokens));
-  float* red = reinterpret_cast<float*>(smem + L.red_offset);
-  const int g8 = lane >> 2, t4 = lane & 3;
-  // Rows r0 .. r0 + prow - 1 of the chunk per pass: one pass unless a token names the expert more than once.
-  for (int r0 = 0; r0 < rows; r0 += staged) {  // (block-uniform)
-    const int prow = min(staged, rows - r0);
-    if (r0 > 0) __syncthreads();  // warp 0 has read the previous pass's sums
+  const int g_begin = warp * groups / kDirectWarps, g_end = (warp + 1) * groups / kDirectWarps;
+  const uint8_t* wsrc = p.w13 + pack::weight_group_offset(e, tile, 0, n, p.hidden_dim) + lane * 16;
+  const uint8_t* ssrc = p.s13 + pack::scale_group_offset(e, tile, 0, n, p.hidden_dim) + (lane >> 2) * 8;
+  uint8_t* xs = smem + warp * L.warp_bytes;
+  // Columns past the chunk's rows read its last row: their sums are never stored (mma columns are independent).
+  const uint8_t* x_lane = xs + min(lane & 7, rows - 1) * L.row_stride + (lane >> 3) * 16;
+  float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+  constexpr int kB = kDirectGateUpBatch;
+  for (int b0 = g_begin; b0 < g_end; b0 += kB) {
+    const int nb = min(kB, g_end - b0);
+    uint4 wq[kB];
+    uint2 sq[kB];
 #pragma unroll
-    for (int i = 0; i < kDirectGateUpSlots; ++i)
-      ring.issue(i, wsrc + i * pack::kWeightGroupBytes, ssrc + i * pack::kScaleGroupBytes, i < steps);
-    // This warp's K range of the pass's tokens, staged while the weights are on their way.
-    for (int m = 0; m < prow; ++m) {
-      const int64_t tok = wr.pair(row0 + r0 + m) / p.top_k;  // (warp-uniform)
-      const uint4* src = reinterpret_cast<const uint4*>(p.hidden + tok * p.hidden_dim + g_begin * pack::kGroupK);
-      for (int c = lane; c < steps * 8; c += 32)
-        *reinterpret_cast<uint4*>(wsm + L.x_offset + m * L.row_stride + c * 16) = __ldg(src + c);
+    for (int i = 0; i < kB; ++i)
+      if (i < nb) {
+        wq[i] = __ldg(reinterpret_cast<const uint4*>(wsrc + (b0 + i) * pack::kWeightGroupBytes));
+        sq[i] = __ldg(reinterpret_cast<const uint2*>(ssrc + (b0 + i) * pack::kScaleGroupBytes));
+      }
+    // The batch's activations of the chunk's tokens, staged while the weights are on their way.
+    __syncwarp();  // (the previous batch's ldmatrix reads are done)
+    for (int m = 0; m < rows; ++m) {
+      const int64_t tok = wr.pair(row0 + m) / p.top_k;  // (warp-uniform)
+      const uint4* src = reinterpret_cast<const uint4*>(p.hidden + tok * p.hidden_dim + b0 * pack::kGroupK);
+      for (int c = lane; c < nb * 8; c += 32)
+        *reinterpret_cast<uint4*>(xs + m * L.row_stride + c * 16) = __ldg(src + c);
     }
     __syncwarp();
-    // Columns past the pass's rows read its last row: their sums are never stored (mma columns are independent).
-    const uint8_t* x_lane = wsm + L.x_offset + min(lane & 7, prow - 1) * L.row_stride + (lane >> 3) * 16;
-    float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-    for (int st = 0, slot = 0; st < steps; ++st) {
-      uint4 wq;
-      uint2 sq;
-      ring.read(slot, &wq, &sq);
-      direct_group(acc, wq, sq, x_lane + st * 128, p.dequant_mul);
-      const int next = st + kDirectGateUpSlots;  // into the slot just read
-      ring.issue(slot, wsrc + next * pack::kWeightGroupBytes, ssrc + next * pack::kScaleGroupBytes, next < steps);
-      if (++slot == kDirectGateUpSlots) slot = 0;
-    }
-    ptx::cp_async_wait<0>();
-    // The warps' sums in warp order (= K order), then the SwiGLU of rows g (gate) and g + 8 (up) of the tile.
-    *reinterpret_cast<float4*>(red + (warp * 32 + lane) * 4) = make_float4(acc[0], acc[1], acc[2], acc[3]);
-    __syncthreads();
-    if (warp == 0) {
-      float sum[4];
 #pragma unroll
-      for (int j = 0; j < 4; ++j) sum[j] = red[lane * 4 + j];
+    for (int i = 0; i < kB; ++i)
+      if (i < nb) direct_group(acc, wq[i], sq[i], x_lane + i * 128, p.dequant_mul);
+  }
+  // The warps' sums in warp order (= K order), then the SwiGLU of rows g (gate) and g + 8 (up) of the tile.
+  float* red = reinterpret_cast<float*>(smem + L.red_offset);
+  *reinterpret_cast<float4*>(red + (warp * 32 + lane) * 4) = make_float4(acc[0], acc[1], acc[2], acc[3]);
+  __syncthreads();
+  if (warp != 0) return;
+  float s[4];
 #pragma unroll
-      for (int w = 1; w < kDirectWarps; ++w)
+  for (int j = 0; j < 4; ++j) s[j] = red[lane * 4 + j];
 #pragma unroll
-        for (int j = 0; j < 4; ++j) sum[j] = sum[j] + red[(w * 32 + lane) * 4 + j];
-      const float alpha = p.alpha13[e];
+  for (int w = 1; w < kDirectWarps; ++w)
 #pragma unroll
-      for (int c = 0; c < 2; ++c) {
-        const int m = t4 * 2 + c;
-        if (m < prow)
-          p.act[static_cast<int64_t>(row0 + r0 + m) * p.intermediate + tile * 8 + g8] =
-              __float2bfloat16_rn(swiglu(alpha * sum[c], alpha * sum[2 + c]));
-      }
-    }
+    for (int j = 0; j < 4; ++j) s[j] = s[j] + red[(w * 32 + lane) * 4 + j];
+  const int g8 = lane >> 2, t4 = lane & 3;
+#pragma unroll
+  for (int c = 0; c < 2; ++c) {
+    const int m = t4 * 2 + c;
+    if (m < rows)
+      p.act[static_cast<int64_t>(row0 + m) * p.intermediate + tile * 8 + g8] =
+          __float2bfloat16_rn(swiglu(alpha * s[c], alpha * s[2 + c]));
   }
 }
 
-// Grid: H / 16 blocks; block r computes columns [16 r, 16 r + 16) of the output for every token. Its warps take
-// the call's chunks (warp w: chunks w, w + 8, ...); with fewer chunks than warps, kDirectWarps / chunks warps
-// split each chunk's K and their sums are added in K order. Launched as a programmatic dependent of gate_up: the
-// routing and the first kDirectDownSlots weight groups per warp do not depend on it; the SwiGLU rows are read
-// after griddepcontrol.wait.
-__global__ void __launch_bounds__(kDirectThreads, kDirectMinBlocks) moe_direct_down_kernel(const DirectDecodeParams p) {
+// Grid: ceil((H / 16) / down_tiles) blocks; block b computes the output columns of its down_tiles (at most
+// kDirectDownTiles) 16-row tiles of H, [16 tile, 16 tile + 16), for every token: few enough blocks that all of them
+// are resident beside gate_up's, each with its first weights loaded before it waits. Its warps take the call's
+// chunks (warp w: chunks w, w + 8, ...); with fewer chunks than warps, kDirectWarps / chunks warps split each chunk's
+// K and their sums are added in K order. Launched as a programmatic dependent of gate_up: the routing and the first
+// weights do not depend on it; the SwiGLU rows are read after griddepcontrol.wait.
+__global__ void __maxnreg__(kDirectDownRegs) moe_direct_down_kernel(const DirectDecodeParams p) {
   extern __shared__ __align__(16) uint8_t smem[];
+  constexpr int kT = kDirectDownTiles, kB = kDirectDownBatch;
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-  const int H = p.hidden_dim, I = p.intermediate, tile = blockIdx.x;
+  const int H = p.hidden_dim, I = p.intermediate;
+  const int tile0 = blockIdx.x * p.down_tiles, tiles = min(p.down_tiles, H / 16 - tile0);
   const int pairs = p.routing.num_pairs;
   const WarpRouting wr = warp_routing(p.routing, p.num_global_experts, false);
   const int nc = wr.num_chunks;
@@ -174,20 +148,30 @@ __global__ void __launch_bounds__(kDirectThreads, kDirectMinBlocks) moe_direct_d
   const int groups = I / pack::kGroupK;
   const int parts = (nc >= kDirectWarps || nc == 0) ? 1 : kDirectWarps / nc;
   const int part = parts == 1 ? 0 : warp / nc;
-  const int first = parts == 1 ? warp : warp % nc;  // this warp's first chunk
-  const int tasks = parts == 1 ? (nc > warp ? (nc - 1 - warp) / kDirectWarps + 1 : 0) : (warp < nc * parts ? 1 : 0);
-  const int gk0 = part * groups / parts, per_task = (part + 1) * groups / parts - gk0;
-  const int steps = tasks * per_task;  // step st: task st / per_task (chunk first + 8 * task), group gk0 + st % per_task
-  WarpGroupRing<kDirectDownSlots> ring(smem + warp * kDirectDownSlots * kDirectSlotBytes, lane);
-  const int64_t lane_w = lane * 16, lane_s = (lane >> 2) * 8;
-  auto issue = [&](int slot, int st) {
-    const int t = st < steps ? st / per_task : 0, g = gk0 + (st < steps ? st % per_task : 0);
-    const int e = wr.expert(first + t * kDirectWarps);  // (every lane: a shuffle)
-    ring.issue(slot, p.w2 + pack::weight_group_offset(e, tile, g, H, I) + lane_w,
-               p.s2 + pack::scale_group_offset(e, tile, g, H, I) + lane_s, st < steps);
-  };
+  const bool has_task = parts == 1 ? warp < nc : warp < nc * parts;
+  int c = parts == 1 ? warp : warp % nc;  // this warp's chunk
+  const int gk0 = part * groups / parts, gk1 = (part + 1) * groups / parts;
+  uint4 wq[kT][kB];
+  uint2 sq[kT][kB];
+  // The weights of groups [b0, b0 + kB) of chunk cc's expert in tile j of the block.
+  auto load = [&](int e, int j, int b0, uint4 (&w)[kB], uint2 (&sc)[kB]) {
+    const uint8_t* ws = p.w2 + pack::weight_group_offset(e, tile0 + j, 0, H, I) + lane * 16;
+    const uint8_t* ss = p.s2 + pack::scale_group_offset(e, tile0 + j, 0, H, I) + (lane >> 2) * 8;
 #pragma unroll
-  for (int i = 0; i < kDirectDownSlots; ++i) issue(i, i);
+    for (int i = 0; i < kB; ++i)
+      if (b0 + i < gk1) {
+        w[i] = __ldg(reinterpret_cast<const uint4*>(ws + (b0 + i) * pack::kWeightGroupBytes));
+        sc[i] = __ldg(reinterpret_cast<const uint2*>(ss + (b0 + i) * pack::kScaleGroupBytes));
+      }
+  };
+  // Every tile's first batch of the warp's chunk (before the wait for its first chunk).
+  auto load_first = [&](int cc) {
+    const int e = wr.expert(cc);
+#pragma unroll
+    for (int j = 0; j < kT; ++j)
+      if (j < tiles) load(e, j, gk0, wq[j], sq[j]);
+  };
+  if (has_task) load_first(c);
   const int valid = nc > 0 ? wr.start(nc - 1) + wr.rows(nc - 1) : 0;  // rows of the permutation
   int32_t* row_of_pair = reinterpret_cast<int32_t*>(smem + L.rows_offset);
   if (warp == 0) {
@@ -204,11 +188,11 @@ __global__ void __launch_bounds__(kDirectThreads, kDirectMinBlocks) moe_direct_d
   }
   __syncthreads();
 
-  float* terms = reinterpret_cast<float*>(smem + L.terms_offset);
-  float* red = reinterpret_cast<float*>(smem + L.red_offset);
+  float* terms = reinterpret_cast<float*>(smem + L.terms_offset);  // [pairs][kT * 16]
+  float* red = reinterpret_cast<float*>(smem + L.red_offset);      // [kT][warps][32 lanes][4]
   const int g8 = lane >> 2, t4 = lane & 3;
-  // Chunk cc's router-weighted terms of the block's 16 columns, as the deterministic down epilogue stores them.
-  auto store_terms = [&](int cc, const float (&acc)[4]) {
+  // Chunk cc's router-weighted terms of tile j's 16 columns, as the deterministic down epilogue stores them.
+  auto store_terms = [&](int cc, int j, const float (&acc)[4]) {
     const int e = wr.expert(cc), row0 = wr.start(cc), rows = wr.rows(cc);
     const float alpha = p.alpha2[e];
 #pragma unroll
@@ -222,56 +206,63 @@ __global__ void __launch_bounds__(kDirectThreads, kDirectMinBlocks) moe_direct_d
         a = __bfloat162float(__float2bfloat16_rn(a));
         b = __bfloat162float(__float2bfloat16_rn(b));
       }
-      terms[(row0 + m) * 16 + g8] = a;
-      terms[(row0 + m) * 16 + g8 + 8] = b;
+      terms[(row0 + m) * (kT * 16) + j * 16 + g8] = a;
+      terms[(row0 + m) * (kT * 16) + j * 16 + g8 + 8] = b;
     }
   };
-  float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-  const uint8_t* x_lane = nullptr;
-  for (int st = 0, slot = 0, q = 0; st < steps; ++st) {  // q: the step's group within its task
-    const int c = first + (st / per_task) * kDirectWarps;
-    if (q == 0) {
-      const int row0 = wr.start(c), rows = wr.rows(c);
-      x_lane = smem + L.act_offset + (row0 + min(lane & 7, rows - 1)) * L.row_stride + (lane >> 3) * 16;
-    }
-    uint4 wq;
-    uint2 sq;
-    ring.read(slot, &wq, &sq);
-    direct_group(acc, wq, sq, x_lane + (gk0 + q) * 128, p.dequant_mul);
-    issue(slot, st + kDirectDownSlots);  // into the slot just read
-    if (++slot == kDirectDownSlots) slot = 0;
-    if (++q == per_task && parts == 1) {  // the chunk's last group
-      q = 0;
-      store_terms(c, acc);
-      acc[0] = acc[1] = acc[2] = acc[3] = 0.0f;
+  if (has_task) {
+    for (bool first = true;; first = false) {
+      if (!first) load_first(c);
+      const int row0 = wr.start(c), rows = wr.rows(c), e = wr.expert(c);
+      const uint8_t* x_lane =
+          smem + L.act_offset + (row0 + min(lane & 7, rows - 1)) * L.row_stride + (lane >> 3) * 16;
+#pragma unroll
+      for (int j = 0; j < kT; ++j) {
+        if (j >= tiles) break;  // (block-uniform)
+        float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+        for (int b0 = gk0; b0 < gk1; b0 += kB) {
+          if (b0 != gk0) load(e, j, b0, wq[j], sq[j]);
+#pragma unroll
+          for (int i = 0; i < kB; ++i)
+            if (b0 + i < gk1) direct_group(acc, wq[j][i], sq[j][i], x_lane + (b0 + i) * 128, p.dequant_mul);
+        }
+        if (parts > 1)
+          *reinterpret_cast<float4*>(red + ((j * kDirectWarps + warp) * 32 + lane) * 4) =
+              make_float4(acc[0], acc[1], acc[2], acc[3]);
+        else
+          store_terms(c, j, acc);
+      }
+      if (parts > 1) break;
+      c += kDirectWarps;
+      if (c >= nc) break;
     }
   }
-  ptx::cp_async_wait<0>();
   if (parts > 1) {
-    // This warp's part of its chunk's K (zeros where the part is empty: fewer K groups than parts).
-    *reinterpret_cast<float4*>(red + (warp * 32 + lane) * 4) = make_float4(acc[0], acc[1], acc[2], acc[3]);
     __syncthreads();
-    if (warp < nc) {  // chunk `warp`: its K parts (warps warp + q nc) in K order
-      float sum[4];
+    if (warp < nc) {  // chunk `warp`: its K parts (warps warp + q nc) in K order, tile by tile
+      for (int j = 0; j < tiles; ++j) {
+        const float* rj = red + j * kDirectWarps * 32 * 4;
+        float acc[4];
 #pragma unroll
-      for (int j = 0; j < 4; ++j) sum[j] = red[(warp * 32 + lane) * 4 + j];
-      for (int q = 1; q < parts; ++q)
+        for (int v = 0; v < 4; ++v) acc[v] = rj[(warp * 32 + lane) * 4 + v];
+        for (int q = 1; q < parts; ++q)
 #pragma unroll
-        for (int j = 0; j < 4; ++j) sum[j] = sum[j] + red[((warp + q * nc) * 32 + lane) * 4 + j];
-      store_terms(warp, sum);
+          for (int v = 0; v < 4; ++v) acc[v] = acc[v] + rj[((warp + q * nc) * 32 + lane) * 4 + v];
+        store_terms(warp, j, acc);
+      }
     }
   }
   __syncthreads();
   // The finalize: each token's slots in slot order (skipped pairs add nothing), rounded once to bf16.
-  const int T = p.num_tokens, k = p.top_k;
-  for (int i = threadIdx.x; i < T * 16; i += kDirectThreads) {
-    const int t = i >> 4, h = i & 15;
+  const int T = p.num_tokens, k = p.top_k, cols = tiles * 16;
+  for (int i = threadIdx.x; i < T * cols; i += kDirectThreads) {
+    const int t = i / cols, h = i % cols;
     float s = 0.0f;
     for (int slot = 0; slot < k; ++slot) {
       const int r = row_of_pair[t * k + slot];
-      if (r >= 0) s += terms[r * 16 + h];
+      if (r >= 0) s += terms[r * (kT * 16) + h];
     }
-    p.out[static_cast<int64_t>(t) * H + tile * 16 + h] = __float2bfloat16_rn(s);
+    p.out[static_cast<int64_t>(t) * H + tile0 * 16 + h] = __float2bfloat16_rn(s);
   }
 }
 

@@ -1,4 +1,4 @@
-// The direct decode path's sizes (kernels/moe_decode_direct.cuh): block shape, weight rings, shared memory.
+// The direct decode path's sizes (kernels/moe_decode_direct.cuh): block shape, pair limit, shared memory.
 // SPDX-License-Identifier: Apache-2.0
 //
 // One definition for the kernels (they carve their shared memory from it), the layer's launches and the plan
@@ -13,50 +13,61 @@ namespace fp4moe {
 // share the pairs (and, with fewer chunks than warps, the K) of one 16-row tile of H.
 inline constexpr int kDirectWarps = 8;
 inline constexpr int kDirectThreads = kDirectWarps * 32;
-// Blocks per SM both kernels are register-bounded for (at most 48 registers a thread; the weights wait in shared
-// memory, not in registers): at T=1 on the TP8 shard (256 gate_up and 384 down blocks on 132 SMs) two gate_up and
-// three down blocks fit an SM together, so every down block is resident, its first weights on their way, while
-// gate_up streams.
-inline constexpr int kDirectMinBlocks = 5;
+// Register bounds: gate_up at 3 blocks per SM (at most 80 registers a thread), down at most 96 (it holds the first
+// weights of its tiles in registers). At T=1 on the TP8 shard two gate_up blocks (256 on 132 SMs: 2 x 256 x 80)
+// and one down block (128 of them, three tiles each: 256 x 96) fill an SM's 65,536 registers, so every down block
+// is resident, its first weights on their way, while gate_up streams.
+inline constexpr int kDirectGateUpMinBlocks = 3;
+inline constexpr int kDirectDownRegs = 96;
+// Most 16-row tiles of H per down block (the layer takes ceil((H / 16) / SMs), at most this).
+inline constexpr int kDirectDownTiles = 3;
 // Rows of a routing chunk: the token columns of one mma.m16n8k16.
 inline constexpr int kDirectChunkRows = 8;
-// Each warp streams its 64-wide K groups through a ring of this many slots (gate_up, down): a lane copies its own
-// 16 weight bytes and 8 scale bytes of a group with cp.async and reads back only those, so no warp barrier sits
-// between a copy and its use. Down issues its first slots before it waits for gate_up.
-inline constexpr int kDirectGateUpSlots = 6;
-inline constexpr int kDirectDownSlots = 4;
-inline constexpr int64_t kDirectSlotBytes = 32 * (16 + 8);  // per warp: 512 weight bytes, 32 lanes x 8 scale bytes
+// 64-wide K groups whose weights a lane loads before it multiplies any of them (gate_up, down). gate_up stages
+// the activations of one batch per warp, so its shared memory does not grow with H.
+inline constexpr int kDirectGateUpBatch = 6;
+inline constexpr int kDirectDownBatch = 4;
 // The most shared memory a call may need of either kernel to take the path (below the 101,376 B of the sm_120
 // parts less their 1 KB reservation).
 inline constexpr int64_t kDirectMaxSmem = 96 * 1024;
+// The most 64-wide K groups one down warp should stream for the path to pay off: a warp walks its chunks' groups
+// in batches of kDirectDownBatch, each batch a round trip to memory, so the path wins where that is one or two
+// batches (the TP8 shard at T <= 2, the EP8 shard at T <= 2, whose one or two chunks split K over the warps) and
+// loses where it is more (TP8 at T=4: 4 chunks a warp; the unsharded layer: K = 2048, 32 groups a warp).
+inline constexpr int kDirectMaxDownGroupsPerWarp = 8;
 
+// A down warp's K groups for `chunks` chunks of `groups` groups each (kernels/moe_decode_direct.cuh: the warps take
+// the chunks in turn; with fewer chunks than warps, kDirectWarps / chunks warps split each chunk's K).
+constexpr int64_t direct_down_groups_per_warp(int64_t chunks, int64_t groups) {
+  if (chunks <= 0) return 0;
+  if (chunks >= kDirectWarps) return (chunks + kDirectWarps - 1) / kDirectWarps * groups;
+  const int64_t parts = kDirectWarps / chunks;
+  return (groups + parts - 1) / parts;
+}
+
+// Token rows a gate_up warp stages: a chunk's rows, at most kDirectChunkRows (more than T where an id repeats
+// within a token, so counted from the pairs).
+constexpr int64_t direct_staged_rows(int64_t pairs) { return pairs < kDirectChunkRows ? pairs : kDirectChunkRows; }
+
+// gate_up: per warp, staged rows x one batch of K (+16 bytes per row: a row stride of an odd number of 16-byte
+// units keeps ldmatrix's eight row reads on distinct banks), then the warps' fp32 sums for the block's fixed-order
+// reduction (32 lanes x 4 accumulators each).
 // (The pair limit is fp4moe::kMaxDirectDecodePairs, in fp4moe/moe.h; src/moe/layer.cu checks it against the warp
 // routing's range.)
-
-// Token rows a gate_up warp stages at once: the call's tokens, at most a chunk's rows (a chunk with more rows, where a
-// token names one expert twice, runs in several passes).
-constexpr int64_t direct_staged_rows(int64_t tokens) { return tokens < kDirectChunkRows ? tokens : kDirectChunkRows; }
-// K groups of the warp with the most of them (gate_up: H / 64 over the warps).
-constexpr int64_t direct_groups_per_warp(int64_t hidden) { return (hidden / 64 + kDirectWarps - 1) / kDirectWarps; }
-
-// gate_up, per warp: its weight ring, then its staged token rows of its whole K range (+16 bytes per row: a row
-// stride of an odd number of 16-byte units keeps ldmatrix's eight row reads on distinct banks); after the warps,
-// their fp32 sums for the block's fixed-order reduction (32 lanes x 4 accumulators each).
 struct DirectGateUpSmem {
-  int64_t row_stride, x_offset, warp_bytes, red_offset, total;
+  int64_t row_stride, warp_bytes, red_offset, total;
 };
-constexpr DirectGateUpSmem direct_gate_up_smem(int64_t tokens, int64_t hidden) {
+constexpr DirectGateUpSmem direct_gate_up_smem(int64_t pairs) {
   DirectGateUpSmem s{};
-  s.row_stride = direct_groups_per_warp(hidden) * 64 * 2 + 16;
-  s.x_offset = kDirectGateUpSlots * kDirectSlotBytes;
-  s.warp_bytes = s.x_offset + direct_staged_rows(tokens) * s.row_stride;
+  s.row_stride = int64_t{kDirectGateUpBatch} * 64 * 2 + 16;
+  s.warp_bytes = direct_staged_rows(pairs) * s.row_stride;
   s.red_offset = kDirectWarps * s.warp_bytes;
   s.total = s.red_offset + int64_t{kDirectWarps} * 32 * 4 * 4;
   return s;
 }
 
-// down: the warps' weight rings, the call's SwiGLU rows (pairs x I bf16, odd 16-byte row stride as above), each
-// row's router-weighted terms of the block's 16 columns (fp32), the permuted row of each pair, and the warps' sums
+// down: the call's SwiGLU rows (pairs x I bf16, odd 16-byte row stride as above), each row's router-weighted terms
+// of the block's columns (fp32, kDirectDownTiles x 16), the permuted row of each pair, and the warps' sums per tile
 // where they split K.
 struct DirectDownSmem {
   int64_t row_stride, act_offset, terms_offset, rows_offset, red_offset, total;
@@ -64,12 +75,17 @@ struct DirectDownSmem {
 constexpr DirectDownSmem direct_down_smem(int64_t pairs, int64_t intermediate) {
   DirectDownSmem s{};
   s.row_stride = intermediate * 2 + 16;
-  s.act_offset = int64_t{kDirectWarps} * kDirectDownSlots * kDirectSlotBytes;
-  s.terms_offset = s.act_offset + pairs * s.row_stride;
-  s.rows_offset = s.terms_offset + pairs * 16 * 4;
+  s.act_offset = 0;
+  s.terms_offset = pairs * s.row_stride;
+  s.rows_offset = s.terms_offset + pairs * kDirectDownTiles * 16 * 4;
   s.red_offset = s.rows_offset + (pairs * 4 + 15) / 16 * 16;
-  s.total = s.red_offset + int64_t{kDirectWarps} * 32 * 4 * 4;
+  s.total = s.red_offset + int64_t{kDirectDownTiles} * kDirectWarps * 32 * 4 * 4;
   return s;
+}
+// Tiles per down block on a GPU of `sms` SMs: one block per SM where H / 16 allows (0 SMs: one tile a block).
+constexpr int64_t direct_down_tiles(int64_t hidden, int64_t sms) {
+  const int64_t n16 = hidden / 16, t = sms > 0 ? (n16 + sms - 1) / sms : 1;
+  return t < kDirectDownTiles ? t : kDirectDownTiles;
 }
 
 }  // namespace fp4moe

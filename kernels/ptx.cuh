@@ -33,11 +33,6 @@ __device__ __forceinline__ void cp_async_16_zfill(void* smem_dst, const void* gm
 __device__ __forceinline__ void cp_async_4(void* smem_dst, const void* gmem_src) {
   asm volatile("cp.async.ca.shared.global [%0], [%1], 4;\n" ::"r"(smem_addr(smem_dst)), "l"(gmem_src));
 }
-// 8-byte cp.async (`.ca`, as the 4-byte one): a lane's own 8 block-scale bytes of a weight group, for the direct
-// decode kernels' per-lane rings (kernels/moe_decode_direct.cuh). PTX ISA "cp.async" (link above).
-__device__ __forceinline__ void cp_async_8(void* smem_dst, const void* gmem_src) {
-  asm volatile("cp.async.ca.shared.global [%0], [%1], 8;\n" ::"r"(smem_addr(smem_dst)), "l"(gmem_src));
-}
 __device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
 // Every cp.async this thread issued has landed, committed to a group or not (PTX ISA "cp.async.wait_all":
 // a commit_group and a wait_group 0).

@@ -103,10 +103,12 @@ struct MoeLayerOptions {
   // Off: the multistage kernels for every tile. Other archs: no effect. Results agree within the tolerance (same
   // K order in every sum, another N tiling). docs/perf/moe-decode.md has the measurements.
   bool warp_specialized = true;
-  // A call of at most kMaxDirectDecodePairs pairs for which the caller forces neither block_m nor K splits runs the
+  // A call of at most kMaxDirectDecodePairs pairs for which the caller forces neither block_m nor K splits, whose
+  // down GEMM is short for each warp (a TP or EP shard's decode step of one or two tokens: the plan says), runs the
   // direct decode path: two kernels (gate_up with its K split over a block's warps; down with the finalize folded
   // in), no routing kernel, no partial sums in the workspace, deterministic in every finalize mode (the terms are
-  // rounded to bf16 in kDeterministicBf16, as its partials are). Off: the tiled kernels at every T.
+  // rounded to bf16 in kDeterministicBf16, as its partials are). Needs fuse_small_routing (it routes inside its
+  // kernels). Off: the tiled kernels at every T.
   bool direct_decode = true;
   // Tuning cache read at init: "" = the default location (tuning.h), "none" = do not read one.
   std::string tuning_cache = "";
@@ -151,7 +153,7 @@ struct MoeGemmPlan {
 // the small-K tile of that block_m). FP4MOE_PRINT_PLANS=1 prints each distinct plan a layer makes to stderr, once.
 // The direct decode path of a call (MoeLayerOptions::direct_decode): its two kernels' grids and shared memory.
 struct MoeDirectPlan {
-  int gate_up_blocks = 0, down_blocks = 0, threads = 0;
+  int gate_up_blocks = 0, down_blocks = 0, down_tiles = 0, threads = 0;  // down_tiles: 16-column tiles per down block
   int64_t gate_up_smem_bytes = 0, down_smem_bytes = 0;
   std::string to_string() const;  // "gate_up 256 blocks (K over 8 warps, 54,272 B smem), down + finalize 384 blocks (...)"
 };

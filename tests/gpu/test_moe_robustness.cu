@@ -201,27 +201,22 @@ TEST(MoeRobustness, NearBf16MaxGivesInfOrNanOnlyWhereTheReferenceDoes) {
   if (HasFatalFailure()) return;
   // Every 37th activation at 3e38 (bf16's max is 3.39e38) with small weights (global scale 1e6, so
   // |w| <= 6 * 448 / 1e6): SwiGLU products overflow bf16 (and fp32), and the down projection then sees inf: every
-  // non-finite output must be where the reference has one. (The accumulators hold the weights before the global
-  // scale -- up to 6 * 448 / 2^9 -- times 3e38, so they can overflow too: the tiled kernels, run first, sum K in one
-  // pass and give an inf of the exact sum's sign here; the direct decode path, summing 8 K ranges, may meet both
-  // signs and give NaN, which the property checked for it allows.)
-  for (size_t i = 0; i < p.in.hidden.size(); i += 37) p.in.hidden[i] = float_to_bf16(3.0e38f);
-  ASSERT_TRUE(p.hidden.upload(p.in.hidden));
+  // non-finite output must be where the reference has one. The tiled kernels: their accumulators hold the weights
+  // before the global scale (up to 6 * 448 / 2^9) times 3e38 and can overflow; summed in one pass over K they give
+  // an inf of the exact sum's sign here. The direct decode path sums 8 K ranges, which can meet both signs and give
+  // NaN where the exact result is finite (docs/perf/shards.md says so), so it is not this test's subject.
   for (auto* w : {&p.w13, &p.w2}) {
     for (auto& g : w->host_global) g = 1.0e6f;
     ASSERT_TRUE(w->global.upload(w->host_global));
   }
-  for (bool direct : {false, true}) {
-    SCOPED_TRACE(direct ? "direct decode path" : "tiled kernels");
-    MoeLayerOptions o;
-    o.direct_decode = direct;
-    ASSERT_TRUE(p.layer.init(MoeShape{8, 256, 256, 2}, o, p.w13.device(), p.w2.device(), nullptr).is_ok());
-    ASSERT_EQ(testing::plan_of(p.layer, 16).direct_decode, direct);
-    p.run_poisoned();
-    if (HasFatalFailure()) return;
-    check_against_reference(p, /*any_nonfinite=*/direct);
-    if (HasFatalFailure()) return;
-  }
+  for (size_t i = 0; i < p.in.hidden.size(); i += 37) p.in.hidden[i] = float_to_bf16(3.0e38f);
+  ASSERT_TRUE(p.hidden.upload(p.in.hidden));
+  MoeLayerOptions o;
+  o.direct_decode = false;
+  ASSERT_TRUE(p.layer.init(MoeShape{8, 256, 256, 2}, o, p.w13.device(), p.w2.device(), nullptr).is_ok());
+  p.run_poisoned();
+  if (HasFatalFailure()) return;
+  check_against_reference(p);
 }
 
 TEST(MoeRobustness, AnExpertWithAllZeroScalesContributesZero) {

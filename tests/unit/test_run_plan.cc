@@ -39,7 +39,8 @@ struct Fixture {
   std::vector<ResidentConfig> configs;
   std::map<int64_t, TunedChoice> tuned;
   int arch = 90;
-  PlanContext ctx() const { return PlanContext{&shape, &options, arch, &configs, &tuned}; }
+  int sms = 132;
+  PlanContext ctx() const { return PlanContext{&shape, &options, arch, &configs, &tuned, sms}; }
   MoeRunPlan plan(int64_t T, int bm = 0, int splits = 0) const {
     MoeRunPlan p;
     const Status s = make_run_plan(ctx(), T, bm, splits, &p, nullptr);
@@ -285,28 +286,32 @@ TEST(RunPlan, GateUpSplitsFillTheBlocksOfShardDecodeSteps) {
 
 }
 
-// The direct decode path: taken for at most kMaxDirectDecodePairs pairs when the caller forces nothing and both
-// kernels' shared memory fits; its plan says what runs (no K splits, 8-row chunks) and its workspace holds no
-// partial sums; forcing block_m or a split, or the option off, keeps the tiled kernels.
-TEST(RunPlan, DirectDecodeTakesSmallStepsThatForceNothing) {
+// The direct decode path: taken for at most kMaxDirectDecodePairs pairs when the caller forces nothing, a down warp's
+// K groups stay within kDirectMaxDownGroupsPerWarp and both kernels' shared memory fits; its plan says what runs (no
+// K splits, 8-row chunks) and its workspace holds no partial sums; forcing block_m or a split, or either option
+// off, keeps the tiled kernels.
+TEST(RunPlan, DirectDecodeTakesShortShardSteps) {
   Fixture f = h200();
   f.options.direct_decode = true;
-  f.shape = MoeShape{256, 6144, 256, 8};  // TP8
-  for (int64_t T : {1, 2, 3, 4}) {
+  f.shape = MoeShape{256, 6144, 256, 8};  // TP8: 4 K groups per down chunk
+  for (int64_t T : {1, 2}) {
     const MoeRunPlan p = f.plan(T);
     EXPECT_TRUE(p.direct_decode) << p.to_string();
     EXPECT_EQ(p.down_k_splits, 1);
     EXPECT_EQ(p.gate_up_k_splits, 1);
     EXPECT_EQ(p.block_m, kDirectChunkRows);
     EXPECT_EQ(p.direct.gate_up_blocks, T * 8 * (2 * 256 / 16));
-    EXPECT_EQ(p.direct.down_blocks, 6144 / 16);
-    EXPECT_EQ(p.direct.gate_up_smem_bytes, direct_gate_up_smem(T, 6144).total);
+    EXPECT_EQ(p.direct.down_tiles, 3) << "384 tiles of H on 132 SMs";
+    EXPECT_EQ(p.direct.down_blocks, 6144 / 16 / 3);
+    EXPECT_EQ(p.direct.gate_up_smem_bytes, direct_gate_up_smem(T * 8).total);
     EXPECT_EQ(p.direct.down_smem_bytes, direct_down_smem(T * 8, 256).total);
     EXPECT_NE(p.to_string().find("direct decode"), std::string::npos) << p.to_string();
     const WorkspaceLayout L = call_workspace_layout(f.shape, f.options.finalize, p);
     EXPECT_EQ(L.gu_split, L.partial) << "no partial rows";
     EXPECT_EQ(L.route_counts, L.gu_split) << "no gate_up split sums";
   }
+  EXPECT_EQ(direct_down_groups_per_warp(24, 4), 12);
+  EXPECT_FALSE(f.plan(3).direct_decode) << "about 23 chunks: 3 per warp, 12 K groups";
   EXPECT_FALSE(f.plan(5).direct_decode) << "40 pairs: past the warp routing's range";
   EXPECT_FALSE(f.plan(1, 8).direct_decode) << "block_m forced";
   EXPECT_FALSE(f.plan(1, 0, 1).direct_decode) << "down K splits forced";
@@ -314,17 +319,23 @@ TEST(RunPlan, DirectDecodeTakesSmallStepsThatForceNothing) {
   ASSERT_TRUE(make_run_plan(f.ctx(), 1, 0, 0, &q, nullptr, 8).is_ok());
   EXPECT_FALSE(q.direct_decode) << "gate_up K splits forced";
   EXPECT_EQ(q.gate_up_k_splits, 8);
-  // The unsharded layer: T=1 and 2 fit (8 or 16 SwiGLU rows of 2048 in down's shared memory), T=3 does not.
-  f.shape = MoeShape{256, 6144, 2048, 8};
+  // EP8 (32 local experts, K = 2048): one or two chunks, whose K the warps split (8 or 4 ways).
+  f.shape = MoeShape{32, 6144, 2048, 8, 256, 0};
+  EXPECT_EQ(direct_down_groups_per_warp(1, 32), 4);
+  EXPECT_EQ(direct_down_groups_per_warp(2, 32), 8);
   EXPECT_TRUE(f.plan(1).direct_decode);
   EXPECT_TRUE(f.plan(2).direct_decode);
-  EXPECT_GT(direct_down_smem(24, 2048).total, kDirectMaxSmem);
   EXPECT_FALSE(f.plan(3).direct_decode);
-  // Every preset shape's TP8 decode step of one token (I / 8 a multiple of 64) takes it.
-  f.shape = MoeShape{128, 4096, 1536 / 8, 8};  // Qwen3-235B-A22B TP8: I = 192
+  // The unsharded layer: 8 chunks of 32 K groups, one per warp: the tiled kernels.
+  f.shape = MoeShape{256, 6144, 2048, 8};
+  EXPECT_FALSE(f.plan(1).direct_decode);
+  f.shape = MoeShape{128, 4096, 1536 / 8, 8};  // Qwen3-235B-A22B TP8: I = 192, 3 K groups
   EXPECT_TRUE(f.plan(1).direct_decode);
-  f.options.direct_decode = false;
   f.shape = MoeShape{256, 6144, 256, 8};
+  f.options.fuse_small_routing = false;
+  EXPECT_FALSE(f.plan(1).direct_decode) << "the routing kernel asked for";
+  f.options.fuse_small_routing = true;
+  f.options.direct_decode = false;
   EXPECT_FALSE(f.plan(1).direct_decode);
   EXPECT_EQ(f.plan(1).gate_up_k_splits, 8) << "the tiled plan";
 }
