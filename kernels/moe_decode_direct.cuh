@@ -38,7 +38,6 @@ struct DirectDecodeParams {
   __nv_bfloat16* act;           // [P, I] the SwiGLU rows, in permuted order
   __nv_bfloat16* out;           // [T, H]
   int32_t num_tokens, hidden_dim, intermediate, top_k;
-  int32_t down_tiles;           // 16-row tiles of H per down block (at most kDirectDownTiles)
   bool bf16_terms;              // FinalizeMode::kDeterministicBf16: each term rounded to bf16, as its partials are
 };
 
@@ -63,7 +62,7 @@ __device__ __forceinline__ void direct_group(float (&acc)[4], const uint4 wq, co
 // Grid: (pairs: the most chunks a call can have) x (2I / 16) tiles, blockIdx.x = chunk * (2I/16) + tile; blocks past the
 // call's chunks exit. The forward pass's first kernel: it lets the down kernel launch at once, whose blocks route
 // and load their first weights while these stream theirs.
-__global__ void __launch_bounds__(kDirectThreads, kDirectGateUpMinBlocks) moe_direct_gate_up_kernel(const DirectDecodeParams p) {
+__global__ void __launch_bounds__(kDirectThreads, kDirectMinBlocks) moe_direct_gate_up_kernel(const DirectDecodeParams p) {
   extern __shared__ __align__(16) uint8_t smem[];
   ptx::griddep_wait();  // (launched without a programmatic predecessor: returns at once)
   ptx::griddep_launch_dependents();
@@ -129,18 +128,14 @@ __global__ void __launch_bounds__(kDirectThreads, kDirectGateUpMinBlocks) moe_di
   }
 }
 
-// Grid: ceil((H / 16) / down_tiles) blocks; block b computes the output columns of its down_tiles (at most
-// kDirectDownTiles) 16-row tiles of H, [16 tile, 16 tile + 16), for every token: few enough blocks that all of them
-// are resident beside gate_up's, each with its first weights loaded before it waits. Its warps take the call's
-// chunks (warp w: chunks w, w + 8, ...); with fewer chunks than warps, kDirectWarps / chunks warps split each chunk's
-// K and their sums are added in K order. Launched as a programmatic dependent of gate_up: the routing and the first
-// weights do not depend on it; the SwiGLU rows are read after griddepcontrol.wait.
-__global__ void __maxnreg__(kDirectDownRegs) moe_direct_down_kernel(const DirectDecodeParams p) {
+// Grid: H / 16 blocks; block r computes columns [16 r, 16 r + 16) of the output for every token. Its warps take
+// the call's chunks (warp w: chunks w, w + 8, ...); with fewer chunks than warps, kDirectWarps / chunks warps
+// split each chunk's K and their sums are added in K order. Launched as a programmatic dependent of gate_up: the
+// routing and the first weights do not depend on it; the SwiGLU rows are read after griddepcontrol.wait.
+__global__ void __launch_bounds__(kDirectThreads, kDirectMinBlocks) moe_direct_down_kernel(const DirectDecodeParams p) {
   extern __shared__ __align__(16) uint8_t smem[];
-  constexpr int kT = kDirectDownTiles, kB = kDirectDownBatch;
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-  const int H = p.hidden_dim, I = p.intermediate;
-  const int tile0 = blockIdx.x * p.down_tiles, tiles = min(p.down_tiles, H / 16 - tile0);
+  const int H = p.hidden_dim, I = p.intermediate, tile = blockIdx.x;
   const int pairs = p.routing.num_pairs;
   const WarpRouting wr = warp_routing(p.routing, p.num_global_experts, false);
   const int nc = wr.num_chunks;
@@ -151,27 +146,26 @@ __global__ void __maxnreg__(kDirectDownRegs) moe_direct_down_kernel(const Direct
   const bool has_task = parts == 1 ? warp < nc : warp < nc * parts;
   int c = parts == 1 ? warp : warp % nc;  // this warp's chunk
   const int gk0 = part * groups / parts, gk1 = (part + 1) * groups / parts;
-  uint4 wq[kT][kB];
-  uint2 sq[kT][kB];
-  // The weights of groups [b0, b0 + kB) of chunk cc's expert in tile j of the block.
-  auto load = [&](int e, int j, int b0, uint4 (&w)[kB], uint2 (&sc)[kB]) {
-    const uint8_t* ws = p.w2 + pack::weight_group_offset(e, tile0 + j, 0, H, I) + lane * 16;
-    const uint8_t* ss = p.s2 + pack::scale_group_offset(e, tile0 + j, 0, H, I) + (lane >> 2) * 8;
+  constexpr int kB = kDirectDownBatch;
+  uint4 wq[kB];
+  uint2 sq[kB];
+  const uint8_t* wsrc = nullptr;
+  const uint8_t* ssrc = nullptr;
+  // The weights of groups [b0, b0 + kB) of chunk cc (wsrc/ssrc: its expert's tile, set when b0 == gk0).
+  auto load = [&](int cc, int b0) {
+    if (b0 == gk0) {
+      const int e = wr.expert(cc);
+      wsrc = p.w2 + pack::weight_group_offset(e, tile, 0, H, I) + lane * 16;
+      ssrc = p.s2 + pack::scale_group_offset(e, tile, 0, H, I) + (lane >> 2) * 8;
+    }
 #pragma unroll
     for (int i = 0; i < kB; ++i)
       if (b0 + i < gk1) {
-        w[i] = __ldg(reinterpret_cast<const uint4*>(ws + (b0 + i) * pack::kWeightGroupBytes));
-        sc[i] = __ldg(reinterpret_cast<const uint2*>(ss + (b0 + i) * pack::kScaleGroupBytes));
+        wq[i] = __ldg(reinterpret_cast<const uint4*>(wsrc + (b0 + i) * pack::kWeightGroupBytes));
+        sq[i] = __ldg(reinterpret_cast<const uint2*>(ssrc + (b0 + i) * pack::kScaleGroupBytes));
       }
   };
-  // Every tile's first batch of the warp's chunk (before the wait for its first chunk).
-  auto load_first = [&](int cc) {
-    const int e = wr.expert(cc);
-#pragma unroll
-    for (int j = 0; j < kT; ++j)
-      if (j < tiles) load(e, j, gk0, wq[j], sq[j]);
-  };
-  if (has_task) load_first(c);
+  if (has_task) load(c, gk0);
   const int valid = nc > 0 ? wr.start(nc - 1) + wr.rows(nc - 1) : 0;  // rows of the permutation
   int32_t* row_of_pair = reinterpret_cast<int32_t*>(smem + L.rows_offset);
   if (warp == 0) {
@@ -188,11 +182,11 @@ __global__ void __maxnreg__(kDirectDownRegs) moe_direct_down_kernel(const Direct
   }
   __syncthreads();
 
-  float* terms = reinterpret_cast<float*>(smem + L.terms_offset);  // [pairs][kT * 16]
-  float* red = reinterpret_cast<float*>(smem + L.red_offset);      // [kT][warps][32 lanes][4]
+  float* terms = reinterpret_cast<float*>(smem + L.terms_offset);
+  float* red = reinterpret_cast<float*>(smem + L.red_offset);
   const int g8 = lane >> 2, t4 = lane & 3;
-  // Chunk cc's router-weighted terms of tile j's 16 columns, as the deterministic down epilogue stores them.
-  auto store_terms = [&](int cc, int j, const float (&acc)[4]) {
+  // Chunk cc's router-weighted terms of the block's 16 columns, as the deterministic down epilogue stores them.
+  auto store_terms = [&](int cc, const float (&acc)[4]) {
     const int e = wr.expert(cc), row0 = wr.start(cc), rows = wr.rows(cc);
     const float alpha = p.alpha2[e];
 #pragma unroll
@@ -206,63 +200,55 @@ __global__ void __maxnreg__(kDirectDownRegs) moe_direct_down_kernel(const Direct
         a = __bfloat162float(__float2bfloat16_rn(a));
         b = __bfloat162float(__float2bfloat16_rn(b));
       }
-      terms[(row0 + m) * (kT * 16) + j * 16 + g8] = a;
-      terms[(row0 + m) * (kT * 16) + j * 16 + g8 + 8] = b;
+      terms[(row0 + m) * 16 + g8] = a;
+      terms[(row0 + m) * 16 + g8 + 8] = b;
     }
   };
   if (has_task) {
-    for (bool first = true;; first = false) {
-      if (!first) load_first(c);
-      const int row0 = wr.start(c), rows = wr.rows(c), e = wr.expert(c);
+    for (;;) {
+      const int row0 = wr.start(c), rows = wr.rows(c);
       const uint8_t* x_lane =
           smem + L.act_offset + (row0 + min(lane & 7, rows - 1)) * L.row_stride + (lane >> 3) * 16;
+      float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+      for (int b0 = gk0; b0 < gk1; b0 += kB) {
+        if (b0 != gk0) load(c, b0);
 #pragma unroll
-      for (int j = 0; j < kT; ++j) {
-        if (j >= tiles) break;  // (block-uniform)
-        float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-        for (int b0 = gk0; b0 < gk1; b0 += kB) {
-          if (b0 != gk0) load(e, j, b0, wq[j], sq[j]);
-#pragma unroll
-          for (int i = 0; i < kB; ++i)
-            if (b0 + i < gk1) direct_group(acc, wq[j][i], sq[j][i], x_lane + (b0 + i) * 128, p.dequant_mul);
-        }
-        if (parts > 1)
-          *reinterpret_cast<float4*>(red + ((j * kDirectWarps + warp) * 32 + lane) * 4) =
-              make_float4(acc[0], acc[1], acc[2], acc[3]);
-        else
-          store_terms(c, j, acc);
+        for (int i = 0; i < kB; ++i)
+          if (b0 + i < gk1) direct_group(acc, wq[i], sq[i], x_lane + (b0 + i) * 128, p.dequant_mul);
       }
-      if (parts > 1) break;
+      if (parts > 1) {
+        *reinterpret_cast<float4*>(red + (warp * 32 + lane) * 4) = make_float4(acc[0], acc[1], acc[2], acc[3]);
+        break;
+      }
+      store_terms(c, acc);
       c += kDirectWarps;
       if (c >= nc) break;
+      load(c, gk0);
     }
   }
   if (parts > 1) {
     __syncthreads();
-    if (warp < nc) {  // chunk `warp`: its K parts (warps warp + q nc) in K order, tile by tile
-      for (int j = 0; j < tiles; ++j) {
-        const float* rj = red + j * kDirectWarps * 32 * 4;
-        float acc[4];
+    if (warp < nc) {  // chunk `warp`: its K parts (warps warp + q nc) in K order
+      float acc[4];
 #pragma unroll
-        for (int v = 0; v < 4; ++v) acc[v] = rj[(warp * 32 + lane) * 4 + v];
-        for (int q = 1; q < parts; ++q)
+      for (int j = 0; j < 4; ++j) acc[j] = red[(warp * 32 + lane) * 4 + j];
+      for (int q = 1; q < parts; ++q)
 #pragma unroll
-          for (int v = 0; v < 4; ++v) acc[v] = acc[v] + rj[((warp + q * nc) * 32 + lane) * 4 + v];
-        store_terms(warp, j, acc);
-      }
+        for (int j = 0; j < 4; ++j) acc[j] = acc[j] + red[((warp + q * nc) * 32 + lane) * 4 + j];
+      store_terms(warp, acc);
     }
   }
   __syncthreads();
   // The finalize: each token's slots in slot order (skipped pairs add nothing), rounded once to bf16.
-  const int T = p.num_tokens, k = p.top_k, cols = tiles * 16;
-  for (int i = threadIdx.x; i < T * cols; i += kDirectThreads) {
-    const int t = i / cols, h = i % cols;
+  const int T = p.num_tokens, k = p.top_k;
+  for (int i = threadIdx.x; i < T * 16; i += kDirectThreads) {
+    const int t = i >> 4, h = i & 15;
     float s = 0.0f;
     for (int slot = 0; slot < k; ++slot) {
       const int r = row_of_pair[t * k + slot];
-      if (r >= 0) s += terms[r * (kT * 16) + h];
+      if (r >= 0) s += terms[r * 16 + h];
     }
-    p.out[static_cast<int64_t>(t) * H + tile0 * 16 + h] = __float2bfloat16_rn(s);
+    p.out[static_cast<int64_t>(t) * H + tile * 16 + h] = __float2bfloat16_rn(s);
   }
 }
 

@@ -13,14 +13,9 @@ namespace fp4moe {
 // share the pairs (and, with fewer chunks than warps, the K) of one 16-row tile of H.
 inline constexpr int kDirectWarps = 8;
 inline constexpr int kDirectThreads = kDirectWarps * 32;
-// Register bounds: gate_up at 3 blocks per SM (at most 80 registers a thread), down at most 96 (it holds the first
-// weights of its tiles in registers). At T=1 on the TP8 shard two gate_up blocks (256 on 132 SMs: 2 x 256 x 80)
-// and one down block (128 of them, three tiles each: 256 x 96) fill an SM's 65,536 registers, so every down block
-// is resident, its first weights on their way, while gate_up streams.
-inline constexpr int kDirectGateUpMinBlocks = 3;
-inline constexpr int kDirectDownRegs = 96;
-// Most 16-row tiles of H per down block (the layer takes ceil((H / 16) / SMs), at most this).
-inline constexpr int kDirectDownTiles = 3;
+// Blocks per SM both kernels are register-bounded for (at most 85 registers): two gate_up blocks and one down block
+// fit an SM together, so down's blocks can start (and load their first weights) while gate_up streams.
+inline constexpr int kDirectMinBlocks = 3;
 // Rows of a routing chunk: the token columns of one mma.m16n8k16.
 inline constexpr int kDirectChunkRows = 8;
 // 64-wide K groups whose weights a lane loads before it multiplies any of them (gate_up, down). gate_up stages
@@ -67,8 +62,7 @@ constexpr DirectGateUpSmem direct_gate_up_smem(int64_t pairs) {
 }
 
 // down: the call's SwiGLU rows (pairs x I bf16, odd 16-byte row stride as above), each row's router-weighted terms
-// of the block's columns (fp32, kDirectDownTiles x 16), the permuted row of each pair, and the warps' sums per tile
-// where they split K.
+// of the block's 16 columns (fp32), the permuted row of each pair, and the warps' sums where they split K.
 struct DirectDownSmem {
   int64_t row_stride, act_offset, terms_offset, rows_offset, red_offset, total;
 };
@@ -77,15 +71,10 @@ constexpr DirectDownSmem direct_down_smem(int64_t pairs, int64_t intermediate) {
   s.row_stride = intermediate * 2 + 16;
   s.act_offset = 0;
   s.terms_offset = pairs * s.row_stride;
-  s.rows_offset = s.terms_offset + pairs * kDirectDownTiles * 16 * 4;
+  s.rows_offset = s.terms_offset + pairs * 16 * 4;
   s.red_offset = s.rows_offset + (pairs * 4 + 15) / 16 * 16;
-  s.total = s.red_offset + int64_t{kDirectDownTiles} * kDirectWarps * 32 * 4 * 4;
+  s.total = s.red_offset + int64_t{kDirectWarps} * 32 * 4 * 4;
   return s;
-}
-// Tiles per down block on a GPU of `sms` SMs: one block per SM where H / 16 allows (0 SMs: one tile a block).
-constexpr int64_t direct_down_tiles(int64_t hidden, int64_t sms) {
-  const int64_t n16 = hidden / 16, t = sms > 0 ? (n16 + sms - 1) / sms : 1;
-  return t < kDirectDownTiles ? t : kDirectDownTiles;
 }
 
 }  // namespace fp4moe

@@ -153,7 +153,7 @@ struct MoeGemmPlan {
 // the small-K tile of that block_m). FP4MOE_PRINT_PLANS=1 prints each distinct plan a layer makes to stderr, once.
 // The direct decode path of a call (MoeLayerOptions::direct_decode): its two kernels' grids and shared memory.
 struct MoeDirectPlan {
-  int gate_up_blocks = 0, down_blocks = 0, down_tiles = 0, threads = 0;  // down_tiles: 16-column tiles per down block
+  int gate_up_blocks = 0, down_blocks = 0, threads = 0;
   int64_t gate_up_smem_bytes = 0, down_smem_bytes = 0;
   std::string to_string() const;  // "gate_up 256 blocks (K over 8 warps, 54,272 B smem), down + finalize 384 blocks (...)"
 };

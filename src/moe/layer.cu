@@ -94,7 +94,6 @@ struct MoeLayer::Impl {
     c.arch = arch;
     c.configs = &resident;
     c.tuned = &tuned;
-    c.sms = sms;
     return c;
   }
   Status plan(const MoeForwardArgs& a, MoeRunPlan* p, detail::GemmChoice* choice) const {
@@ -357,7 +356,6 @@ Status MoeLayer::Impl::run(const MoeForwardArgs& a, void* workspace, size_t work
     d.intermediate = static_cast<int32_t>(s.intermediate);
     d.top_k = static_cast<int32_t>(s.top_k);
     d.bf16_terms = bf16_partials;
-    d.down_tiles = rp.direct.down_tiles;
     const MoeDirectPlan& dp = rp.direct;
     if (phases & kPhaseGateUp)
       FP4MOE_CUDA_TRY(launch(kernels::moe_direct_gate_up_kernel, dp.gate_up_blocks, dp.threads, dp.gate_up_smem_bytes,

@@ -22,8 +22,7 @@ std::string MoeGemmPlan::to_string() const {
 std::string MoeDirectPlan::to_string() const {
   return "gate_up " + std::to_string(gate_up_blocks) + " blocks (K over " + std::to_string(threads / 32) + " warps, " +
          with_commas(gate_up_smem_bytes) + " B smem), down + finalize " + std::to_string(down_blocks) + " blocks (" +
-         std::to_string(down_tiles) + " x 16 columns each, " + with_commas(down_smem_bytes) + " B smem), " +
-         std::to_string(threads) + " threads, mma.sync";
+         with_commas(down_smem_bytes) + " B smem), " + std::to_string(threads) + " threads, mma.sync";
 }
 
 std::string MoeRunPlan::to_string() const {
@@ -193,22 +192,20 @@ WorkspaceLayout call_workspace_layout(const MoeShape& s, FinalizeMode mode, cons
                           gate_up_split_floats(s, p.num_tokens, p.gate_up_k_splits));
 }
 
-bool direct_decode_plan(const MoeShape& s, int64_t num_tokens, int sms, MoeDirectPlan* out) {
+bool direct_decode_plan(const MoeShape& s, int64_t num_tokens, MoeDirectPlan* out) {
   const int64_t pairs = num_tokens * s.top_k;
   if (pairs < 1 || pairs > kMaxDirectDecodePairs) return false;
   // The chunks T tokens of uniform routing reach (one per local expert with a token: T <= 8 rows each).
   const int64_t chunks = static_cast<int64_t>(std::ceil(expected_local_experts(s, num_tokens) - 1e-9));
   if (direct_down_groups_per_warp(std::max<int64_t>(chunks, 1), s.intermediate / 64) > kDirectMaxDownGroupsPerWarp)
     return false;
-  const int64_t down_tiles = direct_down_tiles(s.hidden, sms);
-  const int64_t gate_up_blocks = pairs * (2 * s.intermediate / 16), down_blocks = (s.hidden / 16 + down_tiles - 1) / down_tiles;
+  const int64_t gate_up_blocks = pairs * (2 * s.intermediate / 16), down_blocks = s.hidden / 16;
   const int64_t gu_smem = direct_gate_up_smem(pairs).total, dn_smem = direct_down_smem(pairs, s.intermediate).total;
   if (gate_up_blocks >= (int64_t{1} << 31) || down_blocks >= (int64_t{1} << 31) || gu_smem > kDirectMaxSmem ||
       dn_smem > kDirectMaxSmem)
     return false;
   if (out != nullptr)
-    *out = MoeDirectPlan{static_cast<int>(gate_up_blocks), static_cast<int>(down_blocks), static_cast<int>(down_tiles),
-                         kDirectThreads, gu_smem, dn_smem};
+    *out = MoeDirectPlan{static_cast<int>(gate_up_blocks), static_cast<int>(down_blocks), kDirectThreads, gu_smem, dn_smem};
   return true;
 }
 
@@ -302,7 +299,7 @@ Status make_run_plan(const PlanContext& c, int64_t num_tokens, int block_m, int 
   p.finalize = o.finalize;
   p.source = source;
   if (o.direct_decode && o.fuse_small_routing && block_m == 0 && o.block_m == 0 && down_k_splits == 0 && gate_up_k_splits == 0 &&
-      direct_decode_plan(s, num_tokens, c.sms, &p.direct)) {
+      direct_decode_plan(s, num_tokens, &p.direct)) {
     p.direct_decode = true;
     p.block_m = kDirectChunkRows;  // (the chunks it routes into; no K split buffers)
     p.down_k_splits = 1;

@@ -46,7 +46,6 @@ struct PlanContext {
   int arch = 0;  // kernel family of the device (90, 120)
   const std::vector<ResidentConfig>* configs = nullptr;
   const std::map<int64_t, TunedChoice>* tuned = nullptr;  // tokens bucket -> choice
-  int sms = 0;  // the device's SMs (the direct decode path's down grid; 0: unknown)
 };
 
 // A GEMM's N and K: gate_up (2I, H) and down (H, I).
@@ -83,7 +82,7 @@ double expected_local_experts(const MoeShape& s, int64_t num_tokens);
 // routing reaches give a down warp at most kDirectMaxDownGroupsPerWarp K groups, both kernels' shared memory within
 // kDirectMaxSmem, grids within int32 -- and its plan (out may be null). make_run_plan takes it where the options
 // allow (direct_decode and fuse_small_routing) and the caller forces nothing.
-bool direct_decode_plan(const MoeShape& s, int64_t num_tokens, int sms, MoeDirectPlan* out);
+bool direct_decode_plan(const MoeShape& s, int64_t num_tokens, MoeDirectPlan* out);
 
 // The whole decision for one call (block_m and down_k_splits: 0 = the layer's choice). *choice: the configs.
 Status make_run_plan(const PlanContext& c, int64_t num_tokens, int block_m, int down_k_splits, MoeRunPlan* out,
