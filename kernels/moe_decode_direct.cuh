@@ -38,6 +38,7 @@ struct DirectDecodeParams {
   __nv_bfloat16* act;           // [P, I] the SwiGLU rows, in permuted order
   __nv_bfloat16* out;           // [T, H]
   int32_t num_tokens, hidden_dim, intermediate, top_k;
+  int32_t gate_up_chunk_blocks;  // gate_up blocks per 16-row tile: each takes every gate_up_chunk_blocks-th chunk
   bool bf16_terms;              // FinalizeMode::kDeterministicBf16: each term rounded to bf16, as its partials are
 };
 
@@ -59,72 +60,77 @@ __device__ __forceinline__ void direct_group(float (&acc)[4], const uint4 wq, co
   }
 }
 
-// Grid: (pairs: the most chunks a call can have) x (2I / 16) tiles, blockIdx.x = chunk * (2I/16) + tile; blocks past the
-// call's chunks exit. The forward pass's first kernel: it lets the down kernel launch at once, whose blocks route
-// and load their first weights while these stream theirs.
+// Grid: p.gate_up_chunk_blocks x (2I / 16) tiles, blockIdx.x = y * (2I/16) + tile; block (y, tile) multiplies tile
+// `tile` of chunks y, y + gate_up_chunk_blocks, ... (the plan sizes y by the chunks uniform routing reaches, so most
+// blocks take one chunk and few exit idle: an EP rank's step has T k pairs but about T k / ep local chunks). The
+// forward pass's first kernel: it lets the down kernel launch at once, whose blocks route and load their first
+// weights while these stream theirs.
 __global__ void __launch_bounds__(kDirectThreads, kDirectMinBlocks) moe_direct_gate_up_kernel(const DirectDecodeParams p) {
   extern __shared__ __align__(16) uint8_t smem[];
   ptx::griddep_wait();  // (launched without a programmatic predecessor: returns at once)
   ptx::griddep_launch_dependents();
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   const int n = 2 * p.intermediate, n16 = n / 16;
-  const int chunk = blockIdx.x / n16, tile = blockIdx.x % n16;
+  const int tile = blockIdx.x % n16;
   const WarpRouting wr = warp_routing(p.routing, p.num_global_experts, blockIdx.x == 0);
-  if (chunk >= wr.num_chunks) return;  // block-uniform
-  const int e = wr.expert(chunk), row0 = wr.start(chunk), rows = wr.rows(chunk);
-  const float alpha = p.alpha13[e];
   const DirectGateUpSmem L = direct_gate_up_smem(p.routing.num_pairs);
   const int groups = p.hidden_dim / pack::kGroupK;
   const int g_begin = warp * groups / kDirectWarps, g_end = (warp + 1) * groups / kDirectWarps;
-  const uint8_t* wsrc = p.w13 + pack::weight_group_offset(e, tile, 0, n, p.hidden_dim) + lane * 16;
-  const uint8_t* ssrc = p.s13 + pack::scale_group_offset(e, tile, 0, n, p.hidden_dim) + (lane >> 2) * 8;
   uint8_t* xs = smem + warp * L.warp_bytes;
-  // Columns past the chunk's rows read its last row: their sums are never stored (mma columns are independent).
-  const uint8_t* x_lane = xs + min(lane & 7, rows - 1) * L.row_stride + (lane >> 3) * 16;
-  float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-  constexpr int kB = kDirectGateUpBatch;
-  for (int b0 = g_begin; b0 < g_end; b0 += kB) {
-    const int nb = min(kB, g_end - b0);
-    uint4 wq[kB];
-    uint2 sq[kB];
-#pragma unroll
-    for (int i = 0; i < kB; ++i)
-      if (i < nb) {
-        wq[i] = __ldg(reinterpret_cast<const uint4*>(wsrc + (b0 + i) * pack::kWeightGroupBytes));
-        sq[i] = __ldg(reinterpret_cast<const uint2*>(ssrc + (b0 + i) * pack::kScaleGroupBytes));
-      }
-    // The batch's activations of the chunk's tokens, staged while the weights are on their way.
-    __syncwarp();  // (the previous batch's ldmatrix reads are done)
-    for (int m = 0; m < rows; ++m) {
-      const int64_t tok = wr.pair(row0 + m) / p.top_k;  // (warp-uniform)
-      const uint4* src = reinterpret_cast<const uint4*>(p.hidden + tok * p.hidden_dim + b0 * pack::kGroupK);
-      for (int c = lane; c < nb * 8; c += 32)
-        *reinterpret_cast<uint4*>(xs + m * L.row_stride + c * 16) = __ldg(src + c);
-    }
-    __syncwarp();
-#pragma unroll
-    for (int i = 0; i < kB; ++i)
-      if (i < nb) direct_group(acc, wq[i], sq[i], x_lane + i * 128, p.dequant_mul);
-  }
-  // The warps' sums in warp order (= K order), then the SwiGLU of rows g (gate) and g + 8 (up) of the tile.
   float* red = reinterpret_cast<float*>(smem + L.red_offset);
-  *reinterpret_cast<float4*>(red + (warp * 32 + lane) * 4) = make_float4(acc[0], acc[1], acc[2], acc[3]);
-  __syncthreads();
-  if (warp != 0) return;
-  float s[4];
-#pragma unroll
-  for (int j = 0; j < 4; ++j) s[j] = red[lane * 4 + j];
-#pragma unroll
-  for (int w = 1; w < kDirectWarps; ++w)
-#pragma unroll
-    for (int j = 0; j < 4; ++j) s[j] = s[j] + red[(w * 32 + lane) * 4 + j];
   const int g8 = lane >> 2, t4 = lane & 3;
+  for (int chunk = blockIdx.x / n16; chunk < wr.num_chunks; chunk += p.gate_up_chunk_blocks) {  // (block-uniform)
+    if (chunk >= p.gate_up_chunk_blocks) __syncthreads();  // warp 0 has read the previous chunk's sums
+    const int e = wr.expert(chunk), row0 = wr.start(chunk), rows = wr.rows(chunk);
+    const float alpha = p.alpha13[e];
+    const uint8_t* wsrc = p.w13 + pack::weight_group_offset(e, tile, 0, n, p.hidden_dim) + lane * 16;
+    const uint8_t* ssrc = p.s13 + pack::scale_group_offset(e, tile, 0, n, p.hidden_dim) + (lane >> 2) * 8;
+    // Columns past the chunk's rows read its last row: their sums are never stored (mma columns are independent).
+    const uint8_t* x_lane = xs + min(lane & 7, rows - 1) * L.row_stride + (lane >> 3) * 16;
+    float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+    constexpr int kB = kDirectGateUpBatch;
+    for (int b0 = g_begin; b0 < g_end; b0 += kB) {
+      const int nb = min(kB, g_end - b0);
+      uint4 wq[kB];
+      uint2 sq[kB];
 #pragma unroll
-  for (int c = 0; c < 2; ++c) {
-    const int m = t4 * 2 + c;
-    if (m < rows)
-      p.act[static_cast<int64_t>(row0 + m) * p.intermediate + tile * 8 + g8] =
-          __float2bfloat16_rn(swiglu(alpha * s[c], alpha * s[2 + c]));
+      for (int i = 0; i < kB; ++i)
+        if (i < nb) {
+          wq[i] = __ldg(reinterpret_cast<const uint4*>(wsrc + (b0 + i) * pack::kWeightGroupBytes));
+          sq[i] = __ldg(reinterpret_cast<const uint2*>(ssrc + (b0 + i) * pack::kScaleGroupBytes));
+        }
+      // The batch's activations of the chunk's tokens, staged while the weights are on their way.
+      __syncwarp();  // (the previous batch's ldmatrix reads are done)
+      for (int m = 0; m < rows; ++m) {
+        const int64_t tok = wr.pair(row0 + m) / p.top_k;  // (warp-uniform)
+        const uint4* src = reinterpret_cast<const uint4*>(p.hidden + tok * p.hidden_dim + b0 * pack::kGroupK);
+        for (int c = lane; c < nb * 8; c += 32)
+          *reinterpret_cast<uint4*>(xs + m * L.row_stride + c * 16) = __ldg(src + c);
+      }
+      __syncwarp();
+#pragma unroll
+      for (int i = 0; i < kB; ++i)
+        if (i < nb) direct_group(acc, wq[i], sq[i], x_lane + i * 128, p.dequant_mul);
+    }
+    // The warps' sums in warp order (= K order), then the SwiGLU of rows g (gate) and g + 8 (up) of the tile.
+    *reinterpret_cast<float4*>(red + (warp * 32 + lane) * 4) = make_float4(acc[0], acc[1], acc[2], acc[3]);
+    __syncthreads();
+    if (warp == 0) {
+      float s[4];
+#pragma unroll
+      for (int j = 0; j < 4; ++j) s[j] = red[lane * 4 + j];
+#pragma unroll
+      for (int w = 1; w < kDirectWarps; ++w)
+#pragma unroll
+        for (int j = 0; j < 4; ++j) s[j] = s[j] + red[(w * 32 + lane) * 4 + j];
+#pragma unroll
+      for (int c = 0; c < 2; ++c) {
+        const int m = t4 * 2 + c;
+        if (m < rows)
+          p.act[static_cast<int64_t>(row0 + m) * p.intermediate + tile * 8 + g8] =
+              __float2bfloat16_rn(swiglu(alpha * s[c], alpha * s[2 + c]));
+      }
+    }
   }
 }
 

@@ -154,6 +154,7 @@ struct MoeGemmPlan {
 // The direct decode path of a call (MoeLayerOptions::direct_decode): its two kernels' grids and shared memory.
 struct MoeDirectPlan {
   int gate_up_blocks = 0, down_blocks = 0, threads = 0;
+  int gate_up_chunk_blocks = 0;  // gate_up blocks per weight tile (the chunks uniform routing reaches, + 1)
   int64_t gate_up_smem_bytes = 0, down_smem_bytes = 0;
   std::string to_string() const;  // "gate_up 256 blocks (K over 8 warps, 54,272 B smem), down + finalize 384 blocks (...)"
 };

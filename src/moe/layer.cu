@@ -356,6 +356,7 @@ Status MoeLayer::Impl::run(const MoeForwardArgs& a, void* workspace, size_t work
     d.intermediate = static_cast<int32_t>(s.intermediate);
     d.top_k = static_cast<int32_t>(s.top_k);
     d.bf16_terms = bf16_partials;
+    d.gate_up_chunk_blocks = rp.direct.gate_up_chunk_blocks;
     const MoeDirectPlan& dp = rp.direct;
     if (phases & kPhaseGateUp)
       FP4MOE_CUDA_TRY(launch(kernels::moe_direct_gate_up_kernel, dp.gate_up_blocks, dp.threads, dp.gate_up_smem_bytes,

@@ -199,13 +199,17 @@ bool direct_decode_plan(const MoeShape& s, int64_t num_tokens, MoeDirectPlan* ou
   const int64_t chunks = static_cast<int64_t>(std::ceil(expected_local_experts(s, num_tokens) - 1e-9));
   if (direct_down_groups_per_warp(std::max<int64_t>(chunks, 1), s.intermediate / 64) > kDirectMaxDownGroupsPerWarp)
     return false;
-  const int64_t gate_up_blocks = pairs * (2 * s.intermediate / 16), down_blocks = s.hidden / 16;
+  // gate_up: a block per tile for each chunk uniform routing reaches, and one more (the blocks take the chunks in
+  // turn: a step that reaches more is correct, a little slower).
+  const int64_t chunk_blocks = std::min(pairs, std::max<int64_t>(chunks, 1) + 1);
+  const int64_t gate_up_blocks = chunk_blocks * (2 * s.intermediate / 16), down_blocks = s.hidden / 16;
   const int64_t gu_smem = direct_gate_up_smem(pairs).total, dn_smem = direct_down_smem(pairs, s.intermediate).total;
   if (gate_up_blocks >= (int64_t{1} << 31) || down_blocks >= (int64_t{1} << 31) || gu_smem > kDirectMaxSmem ||
       dn_smem > kDirectMaxSmem)
     return false;
   if (out != nullptr)
-    *out = MoeDirectPlan{static_cast<int>(gate_up_blocks), static_cast<int>(down_blocks), kDirectThreads, gu_smem, dn_smem};
+    *out = MoeDirectPlan{static_cast<int>(gate_up_blocks), static_cast<int>(down_blocks), kDirectThreads,
+                         static_cast<int>(chunk_blocks), gu_smem, dn_smem};
   return true;
 }
 

@@ -299,6 +299,7 @@ TEST(RunPlan, DirectDecodeTakesShortShardSteps) {
     EXPECT_EQ(p.down_k_splits, 1);
     EXPECT_EQ(p.gate_up_k_splits, 1);
     EXPECT_EQ(p.block_m, kDirectChunkRows);
+    EXPECT_EQ(p.direct.gate_up_chunk_blocks, T * 8) << "about 8 T chunks, + 1, at most the pairs";
     EXPECT_EQ(p.direct.gate_up_blocks, T * 8 * (2 * 256 / 16));
     EXPECT_EQ(p.direct.down_blocks, 6144 / 16);
     EXPECT_EQ(p.direct.gate_up_smem_bytes, direct_gate_up_smem(T * 8).total);
@@ -322,6 +323,7 @@ TEST(RunPlan, DirectDecodeTakesShortShardSteps) {
   EXPECT_EQ(direct_down_groups_per_warp(1, 32), 4);
   EXPECT_EQ(direct_down_groups_per_warp(2, 32), 8);
   EXPECT_TRUE(f.plan(1).direct_decode);
+  EXPECT_EQ(f.plan(1).direct.gate_up_chunk_blocks, 2) << "one local chunk expected (+ 1), not 8 pairs";
   EXPECT_TRUE(f.plan(2).direct_decode);
   EXPECT_FALSE(f.plan(3).direct_decode);
   // The unsharded layer: 8 chunks of 32 K groups, one per warp: the tiled kernels.
