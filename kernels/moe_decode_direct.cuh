@@ -82,7 +82,6 @@ __global__ void __launch_bounds__(kDirectThreads, kDirectMinBlocks) moe_direct_g
   for (int chunk = blockIdx.x / n16; chunk < wr.num_chunks; chunk += p.gate_up_chunk_blocks) {  // (block-uniform)
     if (chunk >= p.gate_up_chunk_blocks) __syncthreads();  // warp 0 has read the previous chunk's sums
     const int e = wr.expert(chunk), row0 = wr.start(chunk), rows = wr.rows(chunk);
-    const float alpha = p.alpha13[e];
     const uint8_t* wsrc = p.w13 + pack::weight_group_offset(e, tile, 0, n, p.hidden_dim) + lane * 16;
     const uint8_t* ssrc = p.s13 + pack::scale_group_offset(e, tile, 0, n, p.hidden_dim) + (lane >> 2) * 8;
     // Columns past the chunk's rows read its last row: their sums are never stored (mma columns are independent).
@@ -116,6 +115,7 @@ __global__ void __launch_bounds__(kDirectThreads, kDirectMinBlocks) moe_direct_g
     *reinterpret_cast<float4*>(red + (warp * 32 + lane) * 4) = make_float4(acc[0], acc[1], acc[2], acc[3]);
     __syncthreads();
     if (warp == 0) {
+      const float alpha = p.alpha13[e];
       float s[4];
 #pragma unroll
       for (int j = 0; j < 4; ++j) s[j] = red[lane * 4 + j];
