@@ -65,6 +65,9 @@ __device__ __forceinline__ void direct_group(float (&acc)[4], const uint4 wq, co
 // blocks take one chunk and few exit idle: an EP rank's step has T k pairs but about T k / ep local chunks). The
 // forward pass's first kernel: it lets the down kernel launch at once, whose blocks route and load their first
 // weights while these stream theirs.
+// kChunkLoop: false where the grid has a block per tile for every chunk a call can have (gate_up_chunk_blocks = the
+// pairs: a TP shard's step), so no block loops (the loop's registers cost that case 5%: docs/perf/history.md).
+template <bool kChunkLoop>
 __global__ void __launch_bounds__(kDirectThreads, kDirectMinBlocks) moe_direct_gate_up_kernel(const DirectDecodeParams p) {
   extern __shared__ __align__(16) uint8_t smem[];
   ptx::griddep_wait();  // (launched without a programmatic predecessor: returns at once)
@@ -80,7 +83,7 @@ __global__ void __launch_bounds__(kDirectThreads, kDirectMinBlocks) moe_direct_g
   float* red = reinterpret_cast<float*>(smem + L.red_offset);
   const int g8 = lane >> 2, t4 = lane & 3;
   for (int chunk = blockIdx.x / n16; chunk < wr.num_chunks; chunk += p.gate_up_chunk_blocks) {  // (block-uniform)
-    if (chunk >= p.gate_up_chunk_blocks) __syncthreads();  // warp 0 has read the previous chunk's sums
+    if (kChunkLoop && chunk >= p.gate_up_chunk_blocks) __syncthreads();  // warp 0 has read the previous chunk's sums
     const int e = wr.expert(chunk), row0 = wr.start(chunk), rows = wr.rows(chunk);
     const uint8_t* wsrc = p.w13 + pack::weight_group_offset(e, tile, 0, n, p.hidden_dim) + lane * 16;
     const uint8_t* ssrc = p.s13 + pack::scale_group_offset(e, tile, 0, n, p.hidden_dim) + (lane >> 2) * 8;
@@ -131,6 +134,7 @@ __global__ void __launch_bounds__(kDirectThreads, kDirectMinBlocks) moe_direct_g
               __float2bfloat16_rn(swiglu(alpha * s[c], alpha * s[2 + c]));
       }
     }
+    if constexpr (!kChunkLoop) break;
   }
 }
 

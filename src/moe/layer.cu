@@ -179,7 +179,8 @@ Status MoeLayer::init(const MoeShape& shape, const MoeLayerOptions& options, con
     return unsupported("this build has no MoE kernels for sm_" + std::to_string(cc) + " (built for " +
                        (built.empty() ? std::string("no GPU arch") : built) + ")");
   }
-  for (const void* k : {reinterpret_cast<const void*>(kernels::moe_direct_gate_up_kernel),
+  for (const void* k : {reinterpret_cast<const void*>(kernels::moe_direct_gate_up_kernel<false>),
+                        reinterpret_cast<const void*>(kernels::moe_direct_gate_up_kernel<true>),
                         reinterpret_cast<const void*>(kernels::moe_direct_down_kernel)})
     FP4MOE_CUDA_TRY(cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(kDirectMaxSmem)));
   const int64_t rsmem = kernels::routing_smem_bytes(shape.num_experts);
@@ -359,8 +360,9 @@ Status MoeLayer::Impl::run(const MoeForwardArgs& a, void* workspace, size_t work
     d.gate_up_chunk_blocks = rp.direct.gate_up_chunk_blocks;
     const MoeDirectPlan& dp = rp.direct;
     if (phases & kPhaseGateUp)
-      FP4MOE_CUDA_TRY(launch(kernels::moe_direct_gate_up_kernel, dp.gate_up_blocks, dp.threads, dp.gate_up_smem_bytes,
-                             stream, false, d));
+      FP4MOE_CUDA_TRY(launch(dp.gate_up_chunk_blocks >= pairs ? kernels::moe_direct_gate_up_kernel<false>
+                                                              : kernels::moe_direct_gate_up_kernel<true>,
+                             dp.gate_up_blocks, dp.threads, dp.gate_up_smem_bytes, stream, false, d));
     if (phases & kPhaseDown)
       FP4MOE_CUDA_TRY(launch(kernels::moe_direct_down_kernel, dp.down_blocks, dp.threads, dp.down_smem_bytes, stream,
                              pdl_ok && (phases & kPhaseGateUp), d));
