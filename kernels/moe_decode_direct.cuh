@@ -5,8 +5,8 @@
 // Why: at T=1 on the TP8 shard the tiled path is three dependent kernels plus a memset for 21 MB of weights
 // (docs/perf/shards.md, "T=1 is fixed cost"). Here every block knows its work from blockIdx and the routing it
 // computes itself (warp_routing): gate_up block (chunk c, 16-row tile r) has its 8 warps each multiply 1/8 of K
-// and adds their sums in warp order in shared memory (the order gate_up_split_fixup uses for 8 K splits, so the
-// sums are the same bits); down block r computes 16 columns of H for every pair and then sums each token's
+// and adds their sums in warp order in shared memory (the order gate_up_split_fixup uses for 8 K splits: the same
+// bits where H / 64 falls into the same 8 ranges as the tiled kernels' K tiles, as for GLM-5); down block r computes 16 columns of H for every pair and then sums each token's
 // slots in slot order (the deterministic finalize's order) and stores the output row. Both use mma.sync on the
 // prepacked fragments (kernels/weight_pack.h) with the multistage kernels' dequantizer, on every arch.
 #pragma once

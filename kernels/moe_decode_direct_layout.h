@@ -13,8 +13,10 @@ namespace fp4moe {
 // share the pairs (and, with fewer chunks than warps, the K) of one 16-row tile of H.
 inline constexpr int kDirectWarps = 8;
 inline constexpr int kDirectThreads = kDirectWarps * 32;
-// Blocks per SM both kernels are register-bounded for (at most 85 registers): two gate_up blocks and one down block
-// fit an SM together, so down's blocks can start (and load their first weights) while gate_up streams.
+// Blocks per SM both kernels are register-bounded for (at most 85 registers; 80 and 72 on sm_90a): on the H200 two
+// gate_up blocks and one down block fit an SM together (registers and 228 KB of shared memory), so some of down's
+// blocks start, and load their first weights, while gate_up streams. (On the 100 KB sm_120 parts shared memory
+// allows one gate_up block of 54 KB beside one down block.)
 inline constexpr int kDirectMinBlocks = 3;
 // Rows of a routing chunk: the token columns of one mma.m16n8k16.
 inline constexpr int kDirectChunkRows = 8;

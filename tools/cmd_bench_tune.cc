@@ -208,10 +208,12 @@ int run_tune(const TuneOpts& o) {
     const int splits = r.down_k_splits > 0 ? r.down_k_splits : 1;
     jt["buckets"].push_back({{"tokens", r.T}, {"heuristic_block_m", r.heuristic_bm},
                              {"heuristic_down_k_splits", r.heuristic_splits}, {"heuristic_us", hus},
-                             {"tuned_block_m", r.block_m}, {"tuned_down_k_splits", splits}, {"tuned_us", r.layer_us}});
+                             {"tuned_block_m", r.block_m}, {"tuned_down_k_splits", splits}, {"tuned_us", r.layer_us},
+                             {"layer_takes_direct_decode", r.heuristic_direct}});
     cache.record(m.shard, b.finalize, r.T, TunedChoice{r.block_m, r.layer_us, splits});
-    std::printf("%8lld %14d %12.1f %10d %8d %12.1f %7.2fx\n", static_cast<long long>(r.T), r.heuristic_bm, hus,
-                r.block_m, splits, r.layer_us, hus > 0 ? hus / r.layer_us : 0.0);
+    std::printf("%8lld %14d %12.1f %10d %8d %12.1f %7.2fx%s\n", static_cast<long long>(r.T), r.heuristic_bm, hus,
+                r.block_m, splits, r.layer_us, hus > 0 ? hus / r.layer_us : 0.0,
+                r.heuristic_direct ? "  (the layer runs the direct decode path here; this entry serves direct_decode off)" : "");
   }
   if (rows.size() < b.tokens.size())
     std::printf("the %.0f s budget ran out after %zu of %zu buckets: the others keep the heuristic (--budget-s)\n",

@@ -89,7 +89,7 @@ struct MoeLayerOptions {
   GateUpOrder gate_up_order = GateUpOrder::kGateFirst;
   GlobalScaleKind global_scale_kind = GlobalScaleKind::kQuantize;
   FinalizeMode finalize = FinalizeMode::kDeterministic;
-  int block_m = 0;  // 0: chosen per call (tuning cache, else heuristic); else one of shipped_block_ms()
+  int block_m = 0;  // 0: chosen per call (direct decode path, else tuning cache, else heuristic); else shipped_block_ms()
   // sm_90+: launch each kernel of a forward pass as a programmatic dependent of the one before, so it starts
   // while that one drains (the down GEMM streams its first weights before gate_up has finished). Off: plain
   // stream order (same results, bit for bit).
@@ -124,7 +124,7 @@ struct MoeForwardArgs {
   const int32_t* topk_ids = nullptr;   // [T, k] global expert ids; outside [0, E_global): skipped, reported by check()
   const float* topk_weights = nullptr;  // [T, k]; non-finite weights are skipped and reported
   void* output = nullptr;              // bf16 [T, H], 16-byte aligned
-  int block_m = 0;                     // 0: the layer's choice for T (tuned or heuristic); else a shipped block_m
+  int block_m = 0;                     // 0: the layer's choice for T (direct path, tuned or heuristic); else a shipped block_m
   // K ranges of the down GEMM (summed in a fixed order by the deterministic finalize): 0 = the layer's choice
   // (1, or 2 where few work items fill the GPU's last round poorly); else 1, 2, 4 or 8 dividing
   // intermediate / 256. The workspace must then hold T * k * splits fp32 rows of H: workspace_size(T, splits).
@@ -148,17 +148,19 @@ struct MoeGemmPlan {
   std::string to_string() const;  // "warp-specialized 256x128, 8 stages, 212,160 B smem, 640 threads, 132 blocks, wgmma"
 };
 
-// What one forward pass runs: decided once per call (run() and plan() make the same decision), printable.
-// Both GEMMs share block_m (one chunk table); each has its config (a GEMM whose K a tile does not divide takes
-// the small-K tile of that block_m). FP4MOE_PRINT_PLANS=1 prints each distinct plan a layer makes to stderr, once.
 // The direct decode path of a call (MoeLayerOptions::direct_decode): its two kernels' grids and shared memory.
 struct MoeDirectPlan {
   int gate_up_blocks = 0, down_blocks = 0, threads = 0;
-  int gate_up_chunk_blocks = 0;  // gate_up blocks per weight tile (the chunks uniform routing reaches, + 1)
+  // gate_up blocks per weight tile: the chunks uniform routing reaches + 1, at most the pairs (each block takes
+  // every gate_up_chunk_blocks-th chunk)
+  int gate_up_chunk_blocks = 0;
   int64_t gate_up_smem_bytes = 0, down_smem_bytes = 0;
   std::string to_string() const;  // "gate_up 256 blocks (K over 8 warps, 54,272 B smem), down + finalize 384 blocks (...)"
 };
 
+// What one forward pass runs: decided once per call (run() and plan() make the same decision), printable.
+// Both GEMMs share block_m (one chunk table); each has its config (a GEMM whose K a tile does not divide takes
+// the small-K tile of that block_m). FP4MOE_PRINT_PLANS=1 prints each distinct plan a layer makes to stderr, once.
 struct MoeRunPlan {
   int64_t num_tokens = 0;
   int block_m = 0;             // tokens per work chunk
@@ -168,8 +170,8 @@ struct MoeRunPlan {
   bool fused_routing = false;  // the GEMM kernels route the pairs; no routing kernel
   bool programmatic_launch = false;
   FinalizeMode finalize = FinalizeMode::kDeterministic;
-  // The call runs the direct decode path (`direct`): block_m is then its chunk size (8 tokens), both split counts 1,
-  // fused_routing true, and the two GEMM plans above are the tiled kernels the call would run without it.
+  // The call runs the direct decode path (`direct`): block_m is then its chunk size (8 tokens), both split counts 1
+  // and fused_routing true; the two GEMM plans above keep the configs of the tiled kernels' choice for the call.
   bool direct_decode = false;
   MoeDirectPlan direct;
   std::string source;          // where block_m and the splits came from: caller, options, tuning cache, heuristic

@@ -28,7 +28,8 @@ std::string MoeDirectPlan::to_string() const {
 std::string MoeRunPlan::to_string() const {
   if (direct_decode)
     return "T=" + std::to_string(num_tokens) + " -> direct decode: " + direct.to_string() +
-           ", routing inside both kernels, " + finalize_mode_name(finalize) + " order" +
+           ", routing inside both kernels, finalize inside down (" +
+           (finalize == FinalizeMode::kDeterministicBf16 ? "bf16" : "fp32") + " terms, fixed order)" +
            (programmatic_launch ? ", programmatic launch" : "") + " (at most " + std::to_string(kMaxDirectDecodePairs) +
            " pairs, nothing forced)";
   const bool same = gate_up.family == down.family && gate_up.block_n == down.block_n && gate_up.block_k == down.block_k;
@@ -187,7 +188,8 @@ int64_t gate_up_split_floats(const MoeShape& s, int64_t num_tokens, int splits) 
 }
 
 WorkspaceLayout call_workspace_layout(const MoeShape& s, FinalizeMode mode, const MoeRunPlan& p) {
-  if (p.direct_decode) return workspace_layout(s, mode, p.num_tokens, 0);  // (the SwiGLU rows and the tables only)
+  // (the tables and the SwiGLU rows only: no partial buffer, whatever the finalize mode)
+  if (p.direct_decode) return workspace_layout(s, FinalizeMode::kDeterministic, p.num_tokens, 0);
   return workspace_layout(s, mode, p.num_tokens, p.num_tokens * s.top_k * p.down_k_splits,
                           gate_up_split_floats(s, p.num_tokens, p.gate_up_k_splits));
 }

@@ -4,6 +4,7 @@
 // SPDX-License-Identifier: Apache-2.0
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <string>
 #include <vector>
 
@@ -17,6 +18,16 @@ namespace {
 using testing::Case;
 using testing::Problem;
 using testing::Routing;
+
+// The call's routing chunks (at most kDirectChunkRows rows of one expert each), from the host's ids.
+int64_t chunks_of(const Problem& p) {
+  std::vector<int64_t> count(static_cast<size_t>(p.c.E), 0);
+  for (int32_t id : p.in.ids)
+    if (id >= 0 && id < p.c.E) ++count[static_cast<size_t>(id)];
+  int64_t chunks = 0;
+  for (int64_t n : count) chunks += (n + 7) / 8;
+  return chunks;
+}
 
 // Runs the problem's layer with `a` on poisoned buffers and returns the output and the SwiGLU rows (bf16 bits).
 void run_and_download(Problem& p, const MoeForwardArgs& a, std::vector<uint16_t>* out, std::vector<uint16_t>* act) {
@@ -51,8 +62,10 @@ TEST(MoeDirect, MatchesTheReferenceOnShardAndOddShapes) {
       Case{2, 32, 1024, 256, 8, Routing::kUniform, 0, FinalizeMode::kAtomic},
       Case{4, 64, 512, 64, 8, Routing::kWithBadIds},
       Case{1, 8, 256, 64, 8, Routing::kOneExpert},   // the smallest shape: H = 256, I = 64
+      Case{32, 2, 256, 256, 1, Routing::kOneExpert},  // 4 chunks of expert 0 on 3 gate_up block rows: a block takes 2
   };
   int looping = 0;  // cases whose gate_up blocks take every n-th chunk (fewer block rows than pairs)
+  int second_chunk = 0;  // cases where some gate_up block multiplies a second chunk
   for (const Case& c : cases) {
     SCOPED_TRACE(c.name());
     Problem p;
@@ -61,16 +74,18 @@ TEST(MoeDirect, MatchesTheReferenceOnShardAndOddShapes) {
     const MoeRunPlan rp = testing::plan_of(p.layer, c.T);
     ASSERT_TRUE(rp.direct_decode) << rp.to_string();
     looping += rp.direct.gate_up_chunk_blocks < c.T * c.k;
+    second_chunk += chunks_of(p) > rp.direct.gate_up_chunk_blocks;
     p.run_poisoned();
     if (HasFatalFailure()) return;
     testing::check_against_reference(p);
     if (HasFatalFailure()) return;
   }
   EXPECT_GE(looping, 2) << "both gate_up kernels (one chunk per block, and blocks that loop over chunks) must run";
+  EXPECT_GE(second_chunk, 1) << "a gate_up block must take a second chunk (the top-1 one-expert case)";
 }
 
-// A token that names one expert twice (bad input the tiled kernels also serve: two rows of that expert) gets both
-// rows; the staged activations hold up to 8 rows per chunk whatever T is.
+// A token that names one expert three times (bad input the tiled kernels also serve: three rows of that expert)
+// gets every row; the staged activations hold up to 8 rows per chunk whatever T is.
 TEST(MoeDirect, RepeatedIdsOfOneTokenGetTwoRows) {
   FP4MOE_SKIP_WITHOUT_GPU();
   Problem p;
@@ -87,7 +102,7 @@ TEST(MoeDirect, RepeatedIdsOfOneTokenGetTwoRows) {
 
 // Where the tiled kernels add in the same order -- gate_up with K in 8 splits (the 8 warps' ranges), the 8-token
 // tile, down unsplit with one K tile, at least 8 chunks -- the direct path's SwiGLU rows and outputs are the same
-// bits, in both deterministic finalize modes.
+// bits, in both deterministic finalize modes, also with a non-finite router weight (skipped, reported by check()).
 TEST(MoeDirect, BitIdenticalToTheTiledKernelsInTheSameOrder) {
   FP4MOE_SKIP_WITHOUT_GPU();
   for (FinalizeMode mode : {FinalizeMode::kDeterministic, FinalizeMode::kDeterministicBf16})
@@ -109,19 +124,33 @@ TEST(MoeDirect, BitIdenticalToTheTiledKernelsInTheSameOrder) {
       ASSERT_TRUE(dp.direct_decode) << dp.to_string();
       ASSERT_FALSE(tp.direct_decode) << tp.to_string();
       ASSERT_EQ(tp.down.block_k, 256) << tp.to_string();
-      std::vector<uint16_t> out_d, act_d, out_t, act_t;
-      run_and_download(p, direct, &out_d, &act_d);
-      if (HasFatalFailure()) return;
-      run_and_download(p, tiled, &out_t, &act_t);
-      if (HasFatalFailure()) return;
-      // (the first T k rows of act are the routed pairs: every id is valid here)
-      EXPECT_EQ(act_d, act_t) << "SwiGLU rows differ";
-      EXPECT_EQ(out_d, out_t) << "outputs differ";
+      for (bool nan_weight : {false, true}) {
+        SCOPED_TRACE(nan_weight ? "a non-finite router weight (that pair skipped and reported)" : "valid weights");
+        if (nan_weight) {
+          p.in.weights[static_cast<size_t>(T * 8 - 1)] = std::nanf("");
+          ASSERT_TRUE(p.weights.upload(p.in.weights));
+        }
+        std::vector<uint16_t> out_d, act_d, out_t, act_t;
+        run_and_download(p, direct, &out_d, &act_d);
+        if (HasFatalFailure()) return;
+        const StatusCode check_d = p.layer.check(p.ws.get(), nullptr).code();
+        run_and_download(p, tiled, &out_t, &act_t);
+        if (HasFatalFailure()) return;
+        const StatusCode check_t = p.layer.check(p.ws.get(), nullptr).code();
+        // The routed pairs' SwiGLU rows (every id is valid here; the skipped pair has no row, the last one)
+        const size_t rows = static_cast<size_t>(T * 8 - (nan_weight ? 1 : 0));
+        act_d.resize(rows * 256);
+        act_t.resize(rows * 256);
+        EXPECT_EQ(act_d, act_t) << "SwiGLU rows differ";
+        EXPECT_EQ(out_d, out_t) << "outputs differ";
+        EXPECT_EQ(check_d, nan_weight ? StatusCode::kInvalidArgument : StatusCode::kOk);
+        EXPECT_EQ(check_d, check_t);
+      }
     }
 }
 
-// Two runs and two replays of a captured forward pass (two kernels, one a programmatic dependent) give the same
-// bits; a poisoned output is fully rewritten each time.
+// Two runs, two replays of a captured forward pass (two kernels, one a programmatic dependent) and a run with plain
+// launches give the same bits; a poisoned output is fully rewritten each time.
 TEST(MoeDirect, RerunsAndGraphReplaysAreBitIdentical) {
   FP4MOE_SKIP_WITHOUT_GPU();
   for (const Case& c : {Case{1, 256, 2048, 256, 8}, Case{3, 32, 1024, 128, 8, Routing::kSkewed}}) {
@@ -157,6 +186,18 @@ TEST(MoeDirect, RerunsAndGraphReplaysAreBitIdentical) {
     cudaGraphExecDestroy(exec);
     cudaGraphDestroy(graph);
     cudaStreamDestroy(st);
+    // Without programmatic launch (plain stream order): the same bits.
+    MoeLayerOptions o = testing::options_for(c);
+    o.programmatic_launch = false;
+    MoeLayer plain;
+    ASSERT_TRUE(plain.init(MoeShape{c.E, c.H, c.I, c.k}, o, p.w13.device(), p.w2.device(), nullptr).is_ok());
+    MoeRunPlan pp;
+    ASSERT_TRUE(plain.plan(p.args(), &pp).is_ok());
+    ASSERT_TRUE(pp.direct_decode && !pp.programmatic_launch) << pp.to_string();
+    ASSERT_TRUE(p.out.poison(0xFF) && p.ws.poison(0xFF));
+    ASSERT_TRUE(plain.run(p.args(), p.ws.get(), p.ws.bytes(), nullptr).is_ok());
+    ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+    EXPECT_EQ(p.out.download<uint16_t>(first.size()), first) << "plain launches differ";
   }
 }
 

@@ -99,9 +99,11 @@ MOE_CASE(Glm5FullShape_T1_DownSplits4, 1, 256, 6144, 2048, 8, Routing::kUniform,
 MOE_CASE(T3_E8_I1024_DownSplits4, 3, 8, 256, 1024, 2, Routing::kUniform, 0, FinalizeMode::kDeterministic, true, false, 4)
 MOE_CASE(T5_E8_I2048_DownSplits8_Atomic, 5, 8, 256, 2048, 2, Routing::kUniform, 16, FinalizeMode::kAtomic, true, false, 8)
 MOE_CASE(T70_E16_I1024_DownSplits2_BlockM64_NoPdl, 70, 16, 256, 1024, 4, Routing::kSkewed, 64, FinalizeMode::kDeterministic, true, false, 2, false)
-// bf16 partials (FinalizeMode::kDeterministicBf16): the TP8 shard's shape at T=1 (fused routing, split gate_up),
-// the warp-specialized tiles, and K splits (the split stride in bf16 elements).
+// bf16 partials (FinalizeMode::kDeterministicBf16): the TP8 shard's shape at T=1 (the direct decode path's bf16
+// terms; with block_m 8, the tiled kernels' fused routing and split gate_up), the warp-specialized tiles, and K
+// splits (the split stride in bf16 elements).
 MOE_CASE(Glm5Tp8Shape_T1_Bf16Partials, 1, 256, 6144, 256, 8, Routing::kUniform, 0, FinalizeMode::kDeterministicBf16)
+MOE_CASE(Glm5Tp8Shape_T1_Bf16Partials_Tiled, 1, 256, 6144, 256, 8, Routing::kUniform, 8, FinalizeMode::kDeterministicBf16)
 MOE_CASE(T512_E256_k8_Bf16Partials, 512, 256, 256, 256, 8, Routing::kUniform, 0, FinalizeMode::kDeterministicBf16)
 MOE_CASE(T200_E16_k4_BlockM8_Skewed_Bf16Partials, 200, 16, 256, 256, 4, Routing::kSkewed, 8, FinalizeMode::kDeterministicBf16)
 MOE_CASE(T3_E8_I1024_DownSplits4_Bf16Partials, 3, 8, 256, 1024, 2, Routing::kUniform, 0, FinalizeMode::kDeterministicBf16, true, false, 4)

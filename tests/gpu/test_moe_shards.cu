@@ -146,24 +146,28 @@ TEST(MoeShards, ExpertParallelRanksSumToTheFullLayer) {
   ExpertWeights w13, w2;
   ASSERT_TRUE(w13.make(E, 2 * I, H, seed + 1, false));
   ASSERT_TRUE(w2.make(E, H, I, seed + 3, false));
-  RoutingInputs in;
-  const int64_t T = 20;
-  in.make(T, H, E / ep, k, testing::Routing::kUniform, seed + 5);  // ids in [0, 8): rank 0's
-  for (int64_t r = 1; r < ep; ++r) {
-    Nvfp4ExpertWeights r13, r2;
-    ASSERT_TRUE(expert_range(w13.device(), E, 2 * I, H, r * E / ep, E / ep, &r13).is_ok());
-    ASSERT_TRUE(expert_range(w2.device(), E, H, I, r * E / ep, E / ep, &r2).is_ok());
-    RankRun run;
-    run_rank(MoeShape{E / ep, H, I, k, E, r * E / ep}, r13, r2, in, T, &run);
-    if (HasFatalFailure()) return;
-    EXPECT_EQ(run.check, StatusCode::kOk) << run.check_text;
-    for (uint16_t b : run.out) ASSERT_EQ(b & 0x7FFF, 0) << "a rank without tokens must write zeros";
-    RoutingInputs bad = in;
-    bad.ids[5] = static_cast<int32_t>(E);
-    RankRun with_bad;
-    run_rank(MoeShape{E / ep, H, I, k, E, r * E / ep}, r13, r2, bad, T, &with_bad);
-    if (HasFatalFailure()) return;
-    EXPECT_EQ(with_bad.check, StatusCode::kInvalidArgument) << "an id outside [0, E_global) must be reported";
+  // T=20 runs the tiled kernels, T=2 the direct decode path (whose gate_up then has no chunk at all).
+  for (const int64_t T : {int64_t{20}, int64_t{2}}) {
+    SCOPED_TRACE("every id on rank 0, T=" + std::to_string(T));
+    RoutingInputs in;
+    in.make(T, H, E / ep, k, testing::Routing::kUniform, seed + 5);  // ids in [0, 8): rank 0's
+    for (int64_t r = 1; r < ep; ++r) {
+      Nvfp4ExpertWeights r13, r2;
+      ASSERT_TRUE(expert_range(w13.device(), E, 2 * I, H, r * E / ep, E / ep, &r13).is_ok());
+      ASSERT_TRUE(expert_range(w2.device(), E, H, I, r * E / ep, E / ep, &r2).is_ok());
+      RankRun run;
+      run_rank(MoeShape{E / ep, H, I, k, E, r * E / ep}, r13, r2, in, T, &run);
+      if (HasFatalFailure()) return;
+      EXPECT_EQ(run.plan.direct_decode, T == 2) << run.plan.to_string();
+      EXPECT_EQ(run.check, StatusCode::kOk) << run.check_text;
+      for (uint16_t b : run.out) ASSERT_EQ(b & 0x7FFF, 0) << "a rank without tokens must write zeros";
+      RoutingInputs bad = in;
+      bad.ids[5] = static_cast<int32_t>(E);
+      RankRun with_bad;
+      run_rank(MoeShape{E / ep, H, I, k, E, r * E / ep}, r13, r2, bad, T, &with_bad);
+      if (HasFatalFailure()) return;
+      EXPECT_EQ(with_bad.check, StatusCode::kInvalidArgument) << "an id outside [0, E_global) must be reported";
+    }
   }
 }
 

@@ -277,8 +277,10 @@ Status run_moe_bench(const MoeBenchOptions& o, MoeBenchDevice* dev, std::vector<
                               "each block_m's down tile must divide I / splits)");
     bm_override = r.block_m;  // the phases and variants below at the fastest config
     splits_override = r.down_k_splits;
+    const bool direct = r.block_m == kDirectBlockM;
     if (o.phases) {
-      r.route_us = phase(testing::kPhaseRouting, layer).median_us;
+      // (the direct decode path routes inside its kernels: no routing phase of its own)
+      r.route_us = direct ? 0.0 : phase(testing::kPhaseRouting, layer).median_us;
       r.gate_up_us = phase(testing::kPhaseGateUp, layer).median_us;
       r.down_us = phase(testing::kPhaseDown, layer).median_us;
       // The variants, interleaved with the main layer in rounds (MoeBenchRow::layer_main_us says why).
@@ -290,7 +292,8 @@ Status run_moe_bench(const MoeBenchOptions& o, MoeBenchDevice* dev, std::vector<
       std::vector<Variant> variants = {{&layer, &r.layer_main_us},
                                        {&layer_twin, &r.layer_twin_us},
                                        {&layer_plain, &r.layer_plain_us}};
-      if (o.finalize != FinalizeMode::kAtomic) variants.push_back({&layer_atomic, &r.layer_atomic_us});
+      // (the direct decode path is deterministic in every mode: no atomic variant of it)
+      if (o.finalize != FinalizeMode::kAtomic && !direct) variants.push_back({&layer_atomic, &r.layer_atomic_us});
       if (main_det) variants.push_back({&layer_other_det, &r.layer_other_det_us});
       const MoeRunPlan main_plan = plan_of(layer, T, r.block_m);
       r.gate_up_k_splits = main_plan.gate_up_k_splits;
@@ -488,7 +491,7 @@ void print_moe_bench(const MoeBenchOptions& o, const MoeBenchDevice& dev, const 
                  r.cublas_us > 0 ? r.cublas_us / r.layer_us : 0.0, r.tokens_per_s, r.flop_per_byte,
                  dev.cublas_tflops > 0 ? 100.0 * r.tflops / dev.cublas_tflops : 0.0,
                  ridge <= 0 ? "-" : r.flop_per_byte < ridge ? "memory" : "compute");
-  std::fprintf(f, "(bm dir = the direct decode path: two kernels, the finalize inside down; times in us; route/gate_up/down timed alone; layer = all phases in one run; graph = the layer replayed\n"
+  std::fprintf(f, "(bm dir = the direct decode path: two kernels that route the pairs (route 0), the finalize inside down; times in us; route/gate_up/down timed alone; layer = all phases in one run; graph = the layer replayed\n"
                   " from a CUDA graph (per routing set); cuBLAS = bf16\n"
                   " cublasGemmStridedBatchedEx over the active experts at their mean token count: gate_up, and gate_up + down;\n"
                   " gu x = cuBLAS gate_up / fp4moe gate_up, layer x = cuBLAS gate_up + down / fp4moe layer;\n"
@@ -535,12 +538,12 @@ std::string moe_bench_json(const MoeBenchOptions& o, const MoeBenchDevice& dev, 
 
 std::string moe_bench_csv(const MoeBenchDevice& dev, const std::vector<MoeBenchRow>& rows) {
   std::ostringstream s;
-  s << "tokens,active_experts,block_m,route_us,gate_up_us,down_us,layer_us,floor_us,gbs,pct_read_bw,tflops,"
+  s << "tokens,active_experts,block_m,direct_decode,route_us,gate_up_us,down_us,layer_us,floor_us,gbs,pct_read_bw,tflops,"
        "cublas_gate_up_us,cublas_us,projected_tokens_per_s,layer_plain_launch_us,layer_atomic_finalize_us,"
        "down_k_splits,flop_per_byte,pct_compute_roof,bound\n";
   const double ridge = dev.read_gbs > 0 ? dev.cublas_tflops * 1e3 / dev.read_gbs : 0;
   for (const auto& r : rows)
-    s << r.T << ',' << r.active << ',' << r.block_m << ',' << r.route_us << ',' << r.gate_up_us << ',' << r.down_us << ','
+    s << r.T << ',' << r.active << ',' << r.block_m << ',' << (r.block_m == kDirectBlockM ? 1 : 0) << ',' << r.route_us << ',' << r.gate_up_us << ',' << r.down_us << ','
       << r.layer_us << ',' << r.floor_us << ',' << r.gbs << ',' << r.pct_bw << ',' << r.tflops << ','
       << r.cublas_gate_up_us << ',' << r.cublas_us << ',' << r.tokens_per_s << ',' << r.layer_plain_us << ','
       << r.layer_atomic_us << ',' << r.down_k_splits << ',' << r.flop_per_byte << ','
