@@ -63,7 +63,7 @@ class MoE(torch.nn.Module):
                       gate_up_order: str = "gate_first", expert_range: Optional[Tuple[int, int]] = None,
                       num_global_experts: Optional[int] = None, deterministic: bool = True, max_tokens: int = 8192,
                       device: Any = None, w13_scale_2_mismatch: str = "error", tuning_cache: str = "",
-                      kernel_arch: int = 0, bf16_partials: bool = False) -> "MoE":
+                      kernel_arch: int = 0, bf16_partials: bool = False, direct_decode: bool = True) -> "MoE":
         """A layer from ModelOpt NVFP4 tensors: w13 uint8 [E, 2I, H/2] (gate and up stacked in `gate_up_order`:
         "gate_first" as vLLM, "up_first" as FlashInfer / TensorRT-LLM), w13_scale float8_e4m3fn [E, 2I, H/16],
         w13_scale_2 fp32 [E] or [E, 2] (weight_scale_2, the dequantization multipliers), w2 uint8 [E, H, I/2],
@@ -76,6 +76,8 @@ class MoE(torch.nn.Module):
         after). ``deterministic``: a fixed summation order (bit-identical reruns); else fp32 atomics.
         ``bf16_partials`` (deterministic only): each expert's output row is rounded to bf16 before the fixed-order
         fp32 sum, as vLLM's fused MoE keeps them: half the bytes of that phase, one more rounding per term.
+        ``direct_decode``: steps of one or two tokens on a shard run two kernels with the finalize folded in (the
+        layer's plan decides where; ``False``: the tiled kernels at every step).
         """
         if bf16_partials and not deterministic:
             raise ValueError("bf16_partials applies to the deterministic finalize (deterministic=True)")
@@ -127,7 +129,8 @@ class MoE(torch.nn.Module):
             stream = _stream(dev)
             shape = (ctypes.c_int64 * 6)(local, H, I, top_k, G, first)
             mode = (2 if bf16_partials else 0) if deterministic else 1  # fp4moe::FinalizeMode
-            opts = (ctypes.c_int32 * 8)(1 if gate_up_order == "up_first" else 0, 1, mode, 0, 1, 1, 1, kernel_arch)
+            opts = (ctypes.c_int32 * 9)(1 if gate_up_order == "up_first" else 0, 1, mode, 0, 1, 1, 1, kernel_arch,
+                                        1 if direct_decode else 0)
             p13 = (ctypes.c_void_p * 3)(*(t.data_ptr() for t in ts[:3]))
             p2 = (ctypes.c_void_p * 3)(*(t.data_ptr() for t in ts[3:]))
             layer = ctypes.c_void_p()

@@ -131,6 +131,21 @@ def test_glm5_tp8_shard(T):
     moe.check()
 
 
+def test_direct_decode_is_the_default_for_a_shard_step_and_can_be_turned_off():
+    """A TP8 step of one token runs the direct decode path by default, the tiled kernels with direct_decode=False;
+    both match the reference."""
+    g = gen()
+    t = random_layer(GLM5["E"], GLM5["H"], GLM5["I"] // 8, g)
+    hidden, ids, w = random_inputs(1, GLM5["H"], GLM5["k"], GLM5["E"], g)
+    want, tol = reference(t, hidden, ids, w)
+    on = make(t, GLM5["k"], max_tokens=8)
+    off = make(t, GLM5["k"], max_tokens=8, direct_decode=False)
+    assert "direct decode" in on.plan(1), on.plan(1)
+    assert "direct decode" not in off.plan(1), off.plan(1)
+    for moe in (on, off):
+        assert_close(run_checked(moe, hidden, ids, w), want, tol, moe.plan(1))
+
+
 @pytest.mark.parametrize("T", [1, 8, 128])
 def test_glm5_ep8_shard(T):
     """GLM-5 under EP8: rank 5 holds experts 160..191 of 256 (full H and I); topk ids stay global."""
