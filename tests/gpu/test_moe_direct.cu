@@ -167,25 +167,10 @@ TEST(MoeDirect, RerunsAndGraphReplaysAreBitIdentical) {
     p.run_poisoned();
     if (HasFatalFailure()) return;
     EXPECT_EQ(p.out.download<uint16_t>(first.size()), first) << "two runs differ";
-    cudaStream_t st;
-    ASSERT_EQ(cudaStreamCreate(&st), cudaSuccess);
-    cudaGraph_t graph;
-    cudaGraphExec_t exec;
-    ASSERT_TRUE(p.out.poison(0xFF) && p.ws.poison(0xFF));
-    ASSERT_EQ(cudaStreamBeginCapture(st, cudaStreamCaptureModeGlobal), cudaSuccess);
-    const Status run = p.layer.run(p.args(), p.ws.get(), p.ws.bytes(), st);
-    ASSERT_EQ(cudaStreamEndCapture(st, &graph), cudaSuccess);
-    ASSERT_TRUE(run.is_ok()) << run.to_string();
-    ASSERT_EQ(cudaGraphInstantiate(&exec, graph, 0), cudaSuccess);
-    for (int i = 0; i < 2; ++i) {
-      ASSERT_TRUE(p.out.poison(0xFF));
-      ASSERT_EQ(cudaGraphLaunch(exec, st), cudaSuccess);
-      ASSERT_EQ(cudaStreamSynchronize(st), cudaSuccess);
-      EXPECT_EQ(p.out.download<uint16_t>(first.size()), first) << "graph replay " << i << " differs";
-    }
-    cudaGraphExecDestroy(exec);
-    cudaGraphDestroy(graph);
-    cudaStreamDestroy(st);
+    std::vector<std::vector<uint16_t>> replayed;
+    testing::graph_replays(p, p.args(), 2, &replayed);
+    if (HasFatalFailure()) return;
+    for (size_t i = 0; i < replayed.size(); ++i) EXPECT_EQ(replayed[i], first) << "graph replay " << i << " differs";
     // Without programmatic launch (plain stream order): the same bits.
     MoeLayerOptions o = testing::options_for(c);
     o.programmatic_launch = false;

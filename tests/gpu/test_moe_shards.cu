@@ -349,22 +349,10 @@ TEST(MoeShards, GateUpSplitKMatchesTheReferenceAndIsDeterministic) {
     if (HasFatalFailure()) return;
     EXPECT_EQ(p.out.download<uint16_t>(first.size()), first) << "two runs with split gate_up differ";
     // Graph replay, twice (the counters must be zero again for the second replay).
-    cudaStream_t st;
-    ASSERT_EQ(cudaStreamCreate(&st), cudaSuccess);
-    cudaGraph_t graph;
-    cudaGraphExec_t exec;
-    ASSERT_TRUE(p.out.poison(0xFF) && p.ws.poison(0xFF));
-    ASSERT_EQ(cudaStreamBeginCapture(st, cudaStreamCaptureModeGlobal), cudaSuccess);
-    const Status run = p.layer.run(a, p.ws.get(), p.ws.bytes(), st);
-    ASSERT_EQ(cudaStreamEndCapture(st, &graph), cudaSuccess);
-    ASSERT_TRUE(run.is_ok()) << run.to_string();
-    ASSERT_EQ(cudaGraphInstantiate(&exec, graph, 0), cudaSuccess);
-    for (int i = 0; i < 2; ++i) ASSERT_EQ(cudaGraphLaunch(exec, st), cudaSuccess);
-    ASSERT_EQ(cudaStreamSynchronize(st), cudaSuccess);
-    EXPECT_EQ(p.out.download<uint16_t>(first.size()), first) << "graph replay differs";
-    cudaGraphExecDestroy(exec);
-    cudaGraphDestroy(graph);
-    cudaStreamDestroy(st);
+    std::vector<std::vector<uint16_t>> replayed;
+    testing::graph_replays(p, a, 2, &replayed);
+    if (HasFatalFailure()) return;
+    for (const auto& r : replayed) EXPECT_EQ(r, first) << "graph replay differs";
   }
   EXPECT_GE(heuristic_split, 3) << "the layer should split gate_up's K at the TP-like decode shapes";
   // A gate_up config without split-K kernels (warp-specialized, or the multistage 32-token tile): forcing a split

@@ -153,7 +153,10 @@ Status run_moe_bench(const MoeBenchOptions& o, MoeBenchDevice* dev, std::vector<
       FP4MOE_RETURN_IF_ERROR(layer_twin.init(o.shape, base, w13, w2, nullptr));
       FP4MOE_RETURN_IF_ERROR(layer_unfused.init(o.shape, unfused, w13, w2, nullptr));
       FP4MOE_RETURN_IF_ERROR(layer_plain.init(o.shape, plain, w13, w2, nullptr));
-      FP4MOE_RETURN_IF_ERROR(layer_tiled.init(o.shape, tiled, w13, w2, nullptr));
+      // (a copy of the weights only where some timed T takes the direct decode path: its only variant)
+      bool any_direct = false;
+      for (int64_t T : o.tokens) any_direct = any_direct || (T >= 1 && plan_of(layer, T, 0).direct_decode);
+      if (any_direct) FP4MOE_RETURN_IF_ERROR(layer_tiled.init(o.shape, tiled, w13, w2, nullptr));
       if (o.finalize != FinalizeMode::kAtomic) FP4MOE_RETURN_IF_ERROR(layer_atomic.init(o.shape, atomic, w13, w2, nullptr));
       if (main_det) FP4MOE_RETURN_IF_ERROR(layer_other_det.init(o.shape, other_det, w13, w2, nullptr));
     }
