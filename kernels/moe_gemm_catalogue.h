@@ -38,6 +38,8 @@ inline constexpr ShippedTile kTiles[] = {
     {KernelFamily::kWarpSpecialized, 16, 256, 128, 1, false},
     {KernelFamily::kWarpSpecialized, 32, 256, 128, 1, false},
     {KernelFamily::kWarpSpecialized, 64, 256, 128, 1, false},
+    // The prefill tile: each weight converted once per 128 tokens (the consumers get the producer's registers).
+    {KernelFamily::kWarpSpecialized, 128, 256, 128, 1, false},
     // Small-K tiles (K = 64 per stage). On sm_90 the 32- and 64-token ones are warp-specialized: a multistage
     // wgmma tile of 128 rows x 64 K would put the activations off a 1024-byte swizzle atom (static_assert).
     {KernelFamily::kMultistage, 8, 128, 64, 2, true, true},

@@ -22,11 +22,13 @@ __device__ __forceinline__ float swiglu(float gate, float up) {
 
 // What store_item needs of an item besides its accumulators with kLaneRows (the warp-specialized kernels read
 // it from the item record in shared memory): alpha of the item's expert, and the pair index and router weight
-// of rows lane and lane + 32.
+// of rows lane, lane + 32, lane + 64 and lane + 96 (as many as the tile has; the others stay unused and cost
+// no registers).
+inline constexpr int kMaxLaneRows = 4;
 struct EpilogueRows {
   float alpha;
-  int32_t lane_pair[2];
-  float lane_weight[2];
+  int32_t lane_pair[kMaxLaneRows];
+  float lane_weight[kMaxLaneRows];
 };
 // kFinalizeStoreBf16, one 8-token n-tile j of this warp's accumulators (c = acc[j]: rows g8 and g8 + 8 of the
 // warp's 16, tokens 2 t4 and 2 t4 + 1): each value times its row's alpha * router weight, rounded once to bf16, and
@@ -48,7 +50,7 @@ __device__ __forceinline__ void store_bf16_pairs(const MoeGemmParams& p, const W
     if constexpr (kFusedRouting) {
       w[k] = wr.router_weight(row0 + min(m, rows - 1));
     } else if constexpr (kLaneRows) {
-      w[k] = __shfl_sync(0xFFFFFFFFu, pre.lane_weight[j * 8 < 32 ? 0 : 1], m & 31);
+      w[k] = __shfl_sync(0xFFFFFFFFu, pre.lane_weight[j * 8 / 32], m & 31);
     } else {
       w[k] = m < rows ? p.topk_weights[p.perm_pair[row0 + m]] : 0.0f;
     }
@@ -85,7 +87,7 @@ __device__ __forceinline__ void store_item(const MoeGemmParams& p, const WarpRou
   // The deterministic epilogues' buffer of this K range (elements of the partial type).
   [[maybe_unused]] const int64_t split_base = kStore ? q * p.split_stride : 0;
   static_assert(!(kLaneRows && kFusedRouting), "kLaneRows: the routing kernel's tables");
-  static_assert(!kLaneRows || Cfg::kBlockM <= 64, "kLaneRows: two rows per lane");
+  static_assert(!kLaneRows || Cfg::kBlockM <= 32 * kMaxLaneRows, "kLaneRows: at most kMaxLaneRows rows per lane");
   const float alpha = kLaneRows ? pre.alpha : p.alpha[e];
   const int g8 = lane >> 2, t4 = lane & 3;
 #pragma unroll
@@ -105,14 +107,14 @@ __device__ __forceinline__ void store_item(const MoeGemmParams& p, const WarpRou
       [[maybe_unused]] float fused_weight = 0.0f;
       if constexpr (kFusedRouting && kEpi != MoeEpilogue::kSwiGLU) fused_weight = wr.router_weight(row0 + min(m, rows - 1));
       if constexpr (kFusedRouting && kEpi == MoeEpilogue::kFinalizeAtomic) fused_pair = wr.pair(row0 + min(m, rows - 1));
-      // kLaneRows: row m's data from lane m % 32 (every lane shuffles, before the branch; j * 8 < 32 decides
-      // the half for the whole warp, as t4 * 2 + c < 8).
+      // kLaneRows: row m's data from lane m % 32 (every lane shuffles, before the branch; j * 8 / 32 picks
+      // the register for the whole warp, as t4 * 2 + c < 8).
       [[maybe_unused]] int32_t row_pair = 0;
       [[maybe_unused]] float row_weight = 0.0f;
       if constexpr (kLaneRows && kEpi != MoeEpilogue::kSwiGLU) {
-        row_weight = __shfl_sync(0xFFFFFFFFu, pre.lane_weight[j * 8 < 32 ? 0 : 1], m & 31);
+        row_weight = __shfl_sync(0xFFFFFFFFu, pre.lane_weight[j * 8 / 32], m & 31);
         if constexpr (kEpi == MoeEpilogue::kFinalizeAtomic)
-          row_pair = __shfl_sync(0xFFFFFFFFu, pre.lane_pair[j * 8 < 32 ? 0 : 1], m & 31);
+          row_pair = __shfl_sync(0xFFFFFFFFu, pre.lane_pair[j * 8 / 32], m & 31);
       }
       if (m >= rows) continue;
       const int64_t prow = row0 + m;

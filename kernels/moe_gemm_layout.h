@@ -171,9 +171,18 @@ constexpr int moe_gemm_ws_planned_stages(int block_m, int block_n, int block_k, 
   const int s = moe_gemm_ws_max_stages(block_m, block_n, block_k, moe_gemm_stage_budget(1, cc));
   return s < kWsMaxStages ? s : kWsMaxStages;
 }
+// Registers per thread of the producer and the consumer warpgroups after setmaxnreg (0: no reallocation; the
+// launch's count, 96 at 640 threads, for both). A 128-token item's accumulators are 64 per consumer thread, which
+// with the dequantized fragments do not fit 96: the producer gives its registers to the consumers. The launch's
+// pool is 65,536 registers per SM.
+struct WsRegisters {
+  int producer, consumer;
+};
+constexpr WsRegisters moe_gemm_ws_registers(int block_m) { return block_m > 64 ? WsRegisters{64, 112} : WsRegisters{0, 0}; }
+
 template <int kBlockM_, int kBlockN_, int kBlockK_, int kStages_, int kArch_ = 90>
 struct MoeGemmWsConfig {
-  static constexpr int kBlockM = kBlockM_;  // tokens per work item = the wgmma's N (8, 16, 32 or 64)
+  static constexpr int kBlockM = kBlockM_;  // tokens per work item = the wgmma's N (8, 16, 32, 64 or 128)
   static constexpr int kBlockN = kBlockN_;  // weight rows per work item: 64 per consumer warpgroup
   static constexpr int kBlockK = kBlockK_;  // K per pipeline stage (multiple of 64)
   static constexpr int kStages = kStages_;  // stages in flight (mbarrier pipeline depth)
@@ -185,13 +194,18 @@ struct MoeGemmWsConfig {
   static constexpr int kMinBlocksPerSm = 1;
   static constexpr int kNTiles8 = kBlockM / 8;
   static constexpr bool kWgmma = true;
+  static constexpr WsRegisters kRegs = moe_gemm_ws_registers(kBlockM);
   static constexpr MoeGemmSmemLayout kSmem = moe_gemm_ws_smem_layout(kBlockM, kBlockN, kBlockK, kStages);
   static constexpr int64_t kSmemBytes = kSmem.total;
   static constexpr ArchInfo kArchInfo = arch_info(kArch);
 
   static_assert(kArch == 90, "warp-specialized tiles use wgmma: sm_90a only");
-  static_assert(kBlockM == 8 || kBlockM == 16 || kBlockM == 32 || kBlockM == 64,
+  static_assert(kBlockM == 8 || kBlockM == 16 || kBlockM == 32 || kBlockM == 64 || kBlockM == 128,
                 "kBlockM: a wgmma N that kernels/wgmma.cuh instantiates");
+  static_assert(kRegs.producer == 0 ||
+                    (kProducerThreads * kRegs.producer + kConsumerThreads * kRegs.consumer <= 65536 &&
+                     kRegs.producer % 8 == 0 && kRegs.consumer % 8 == 0 && kRegs.producer >= 24 && kRegs.consumer <= 256),
+                "setmaxnreg: the warpgroups' registers must fit the SM's 65,536 (multiples of 8 in [24, 256])");
   static_assert(kBlockN % 64 == 0 && kBlockN >= 64 && kBlockN <= 256, "kBlockN: 1 to 4 consumer warpgroups");
   static_assert(kBlockK % 64 == 0 && kBlockK >= 64, "kBlockK: multiple of 64");
   static_assert(kStages >= 2, "kStages: at least 2 for the copy to overlap the math");

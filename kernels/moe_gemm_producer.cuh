@@ -53,8 +53,8 @@ struct TileProducer {
   // used at its last stage, so the load's latency is hidden)
   int rec_chunk = 0, rec_e = 0, rec_row0 = 0, rec_rows = 0;
   int32_t rec_pair = 0;
-  static_assert(kRecord == ItemRecord::kNone || (!kFusedRouting && Cfg::kBlockM < kPThreads),
-                "item records: the routing kernel's tables; one thread per row and one more for the header");
+  static_assert(kRecord == ItemRecord::kNone || (!kFusedRouting && Cfg::kBlockM <= kPThreads),
+                "item records: the routing kernel's tables; one thread per row (the last one also copies the header)");
 
   __device__ __forceinline__ void begin_item(const MoeGemmParams& p, const WarpRouting& wr, int tid, int n_tiles,
                                              int splits, int k_tiles) {

@@ -63,6 +63,7 @@ __device__ __forceinline__ void moe_gemm_ws_body(const MoeGemmParams& p, const M
   const int warpgroup = __shfl_sync(0xFFFFFFFFu, tid / 128, 0);
   if (warpgroup == 0) {
     // ---- producer warpgroup ------------------------------------------------------------------------
+    if constexpr (Cfg::kRegs.producer != 0) ptx::setmaxnreg_dec<Cfg::kRegs.producer>();
     TileProducer<Cfg, Cfg::kProducerThreads, false, kRecord> prod{static_cast<int>(blockIdx.x), 0};
     auto produce = [&](int slot, bool weights, bool acts) {
       prod.produce(p, no_routing, smem + slot * L.stage_bytes, tid, n_tiles, splits, k_tiles, weights, acts,
@@ -104,6 +105,7 @@ __device__ __forceinline__ void moe_gemm_ws_body(const MoeGemmParams& p, const M
   }
 
   // ---- consumer warpgroups --------------------------------------------------------------------------
+  if constexpr (Cfg::kRegs.consumer != 0) ptx::setmaxnreg_inc<Cfg::kRegs.consumer>();
   if constexpr (kEpi != MoeEpilogue::kSwiGLU) ptx::griddep_launch_dependents();
   const int ctid = tid - Cfg::kProducerThreads, warp = ctid >> 5, lane = ctid & 31;
   float acc[Cfg::kNTiles8][4];
@@ -146,7 +148,7 @@ __device__ __forceinline__ void moe_gemm_ws_body(const MoeGemmParams& p, const M
         // "wgmma.mma_async" makes writing them before a wait_group that covers it undefined (measured: wrong
         // sums). So those tiles wait for their group here; with two or more groups per stage, consecutive groups
         // use different registers and one stays in flight.
-        if constexpr (kGroups == 1) wgmma::wait<0>();
+        if constexpr (kGroups == 1 || Cfg::kBlockM > 64) wgmma::wait<0>();
         else wgmma::wait<1>();
         if (g == 0 && held >= 0) release(held);
       }
@@ -167,7 +169,7 @@ __device__ __forceinline__ void moe_gemm_ws_body(const MoeGemmParams& p, const M
     EpilogueRows pre{*reinterpret_cast<const float*>(rec + R::kAlpha), {0, 0}, {0.0f, 0.0f}};
     if constexpr (kRecord == ItemRecord::kRows) {
 #pragma unroll
-      for (int h = 0; h < (Cfg::kBlockM > 32 ? 2 : 1); ++h) {
+      for (int h = 0; h < (Cfg::kBlockM + 31) / 32; ++h) {
         if (lane + 32 * h < rows) {
           pre.lane_weight[h] = *reinterpret_cast<const float*>(rec + R::kRowData + 4 * (lane + 32 * h));
           pre.lane_pair[h] = *reinterpret_cast<const int32_t*>(rec + R::kRowData + 4 * (Cfg::kBlockM + lane + 32 * h));

@@ -113,6 +113,26 @@ __device__ __forceinline__ void mbarrier_wait(uint32_t bar, uint32_t parity) {
   } while (!done);
 }
 
+// Moves registers between the warpgroups of a block (PTX ISA "setmaxnreg", sm_90a:
+// https://docs.nvidia.com/cuda/parallel-thread-execution/#miscellaneous-instructions-setmaxnreg): every warp of
+// the warpgroup runs it; `dec` gives the registers above kRegs back to the block's pool, `inc` waits until the
+// pool holds enough and raises this warpgroup's limit to kRegs (a multiple of 8 in [24, 256]). ptxas allocates
+// the code after it within the new limit, so a consumer warpgroup can hold more than the launch's count.
+template <int kRegs>
+__device__ __forceinline__ void setmaxnreg_dec() {
+  static_assert(kRegs % 8 == 0 && kRegs >= 24 && kRegs <= 256, "setmaxnreg: a multiple of 8 in [24, 256]");
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(kRegs));
+#endif
+}
+template <int kRegs>
+__device__ __forceinline__ void setmaxnreg_inc() {
+  static_assert(kRegs % 8 == 0 && kRegs >= 24 && kRegs <= 256, "setmaxnreg: a multiple of 8 in [24, 256]");
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(kRegs));
+#endif
+}
+
 // Programmatic dependent launch (PTX ISA "griddepcontrol", sm_90+):
 // https://docs.nvidia.com/cuda/parallel-thread-execution/#parallel-synchronization-and-communication-instructions-griddepcontrol
 // A kernel launched with cudaLaunchAttributeProgrammaticStreamSerialization may start while the previous

@@ -79,6 +79,9 @@ struct KernelPlan {
 
 // block_m of every shipped config (the catalogue, kernels/moe_gemm_catalogue.h), in catalogue order.
 std::vector<int> shipped_block_ms();
+// The block_ms with a shipped tile on compute capability `cc` (sm_90 has the warp-specialized 128-token tile, the
+// other archs stop at 64); empty for an arch fp4moe builds no kernels for.
+std::vector<int> shipped_block_ms(int cc);
 // Whether `splits` K ranges can serve the down GEMM of `shape` (MoeForwardArgs::down_k_splits, the tuning cache): 1,
 // 2, 4 or 8 dividing intermediate / 64 (the smallest K tile). A call also needs them to divide the K tiles of the
 // down config it runs (MoeLayer::plan says so).

@@ -298,6 +298,15 @@ std::vector<int> shipped_block_ms() {
   return v;
 }
 
+std::vector<int> shipped_block_ms(int cc) {
+  std::vector<int> v;
+  for (size_t i = 0; i < catalogue::kNumTiles; ++i)
+    if (catalogue::kernels_planned_for(cc) && catalogue::tile_on(i, cc) &&
+        std::find(v.begin(), v.end(), catalogue::kTiles[i].block_m) == v.end())
+      v.push_back(catalogue::kTiles[i].block_m);
+  return v;
+}
+
 Status plan_kernels(const MoeShape& s, const ArchInfo& a, std::optional<std::vector<int>> tile, std::optional<int> stages,
                     std::vector<KernelPlan>* out) {
   if (out == nullptr) return invalid_argument("plan_kernels: output is null");

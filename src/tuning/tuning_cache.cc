@@ -179,12 +179,17 @@ Status tuning_candidates(const MoeShape& shape, const ArchInfo& arch, std::vecto
   FP4MOE_RETURN_IF_ERROR(plan_kernels(shape, arch, std::nullopt, std::nullopt, &plans));
   for (int bm : shipped_block_ms()) {
     std::string why;
-    bool fits = true;
-    for (const auto& p : plans)
-      if (p.block_m == bm && (!p.fits || !p.shipped)) {
+    bool fits = true, planned = false;
+    for (const auto& p : plans) {
+      if (p.block_m != bm) continue;
+      planned = true;
+      if (!p.fits || !p.shipped) {
         fits = false;
         why += (why.empty() ? "" : "; ") + p.gemm + ": " + (p.shipped ? p.reason : "not built for " + std::string(arch.name));
       }
+    }
+    // A block_m whose only tiles are another arch's (the warp-specialized 128-token tile is sm_90's) has no config here.
+    if (!planned) fits = false, why = "no tile of this block_m on " + std::string(arch.name);
     if (fits) ok->push_back(bm);
     else rejected->push_back("block_m " + std::to_string(bm) + ": " + why);
   }

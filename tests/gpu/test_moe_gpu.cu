@@ -284,6 +284,45 @@ TEST(MoeGpu, WarpSpecializedAndMultistageTilesMatchTheReference) {
   }
 }
 
+// The prefill tile (warp-specialized, 128 tokens per item, the producer's registers moved to the consumers):
+// full and partial chunks (experts of 256, 137 and 1..127 tokens), one expert of 700 (six chunks), K long enough to
+// reuse every stage (16 K tiles against 4 stages), a split down K, every finalize mode, upfirst and ModelOpt scales; each against the reference with poisoned outputs, deterministic reruns bit for bit,
+// and a graph replay of the same.
+TEST(MoeGpu, PrefillTileMatchesTheReference) {
+  FP4MOE_SKIP_WITHOUT_GPU();
+  int cc_major = 0;
+  ASSERT_EQ(cudaDeviceGetAttribute(&cc_major, cudaDevAttrComputeCapabilityMajor, 0), cudaSuccess);
+  if (cc_major != 9) GTEST_SKIP() << "the 128-token tile is warp-specialized: built for sm_90 only";
+  const Case cases[] = {
+      Case{1024, 8, 512, 512, 2, Routing::kUniform, 128},
+      Case{700, 8, 512, 512, 8, Routing::kOneExpert, 128, FinalizeMode::kDeterministicBf16},
+      Case{300, 16, 256, 512, 2, Routing::kSkewed, 128, FinalizeMode::kAtomic, false, true},
+      Case{256, 4, 2048, 2048, 2, Routing::kUniform, 128, FinalizeMode::kDeterministic, true, false, 2},
+      Case{548, 8, 1024, 256, 4, Routing::kSkewed, 128},
+      Case{137, 1, 256, 256, 1, Routing::kUniform, 128, FinalizeMode::kDeterministicBf16},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.name());
+    Problem p;
+    run_case(c, &p);
+    if (HasFatalFailure()) return;
+    const MoeRunPlan rp = plan_of(p.layer, c.T);
+    EXPECT_EQ(rp.block_m, 128) << rp.to_string();
+    EXPECT_EQ(rp.gate_up.family, KernelFamily::kWarpSpecialized) << rp.to_string();
+    EXPECT_EQ(rp.down.family, KernelFamily::kWarpSpecialized) << rp.to_string();
+    EXPECT_EQ(rp.down.block_k, 128) << rp.to_string();
+    if (!finalize_is_deterministic(c.finalize)) continue;
+    const auto first = p.out.download<uint16_t>(static_cast<size_t>(c.T * c.H));
+    p.run_poisoned();
+    if (HasFatalFailure()) return;
+    EXPECT_EQ(p.out.download<uint16_t>(first.size()), first) << "two deterministic runs differ";
+    std::vector<std::vector<uint16_t>> replayed;
+    testing::graph_replays(p, p.args(), 2, &replayed);
+    if (HasFatalFailure()) return;
+    for (const auto& r : replayed) EXPECT_EQ(r, first) << "a graph replay differs from the plain run";
+  }
+}
+
 TEST(MoeGpu, DeterministicRunsAreBitIdenticalAndGraphReplayMatches) {
   FP4MOE_SKIP_WITHOUT_GPU();
   Problem p;

@@ -2,6 +2,8 @@
 // SPDX-License-Identifier: Apache-2.0
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 #include "kernels/moe_gemm_catalogue.h"
 #include "kernels/moe_gemm_layout.h"
 #include "fp4moe/planner.h"
@@ -158,9 +160,9 @@ TEST(Planner, ShippedConfigsFitSm90AndSm120ForGlm5) {
     std::vector<KernelPlan> plans;
     ASSERT_TRUE(plan_kernels(m->shape, *a, std::nullopt, std::nullopt, &plans).is_ok());
     // 4 tiles and 4 small-K tiles (K 64) x 2 GEMMs; on sm_90 also the 8-token tile at 3 blocks per SM (5 stages at
-    // 2, 3 at 3) and the warp-specialized 16x256x128, 32x256x128 and 64x256x128 tiles (one block per SM; two 8-byte
-    // mbarriers per stage), whose 32- and 64-token small-K tiles are warp-specialized there too.
-    ASSERT_EQ(plans.size(), std::string(arch) == "sm_90" ? 24u : 16u);
+    // 2, 3 at 3) and the warp-specialized 16x256x128, 32x256x128, 64x256x128 and 128x256x128 tiles (one block per
+    // SM; two 8-byte mbarriers per stage), whose 32- and 64-token small-K tiles are warp-specialized there too.
+    ASSERT_EQ(plans.size(), std::string(arch) == "sm_90" ? 26u : 16u);
     if (std::string(arch) == "sm_90") {
       EXPECT_EQ(plans[0].block_m, 8);
       EXPECT_EQ(plans[0].stages, 5);
@@ -182,7 +184,11 @@ TEST(Planner, ShippedConfigsFitSm90AndSm120ForGlm5) {
         EXPECT_NE(p.reason.find("mbarriers"), std::string::npos) << p.reason;
         EXPECT_NE(p.reason.find("item records"), std::string::npos) << p.reason;
       }
-      EXPECT_EQ(ws, 10);  // the 16-, 32- and 64-token tiles and the 32- and 64-token small-K ones, gate_up and down
+      EXPECT_EQ(ws, 12);  // the 16-, 32-, 64- and 128-token tiles and the 32- and 64-token small-K ones, x 2 GEMMs
+      const auto prefill = std::find_if(plans.begin(), plans.end(), [](const KernelPlan& p) { return p.block_m == 128; });
+      ASSERT_NE(prefill, plans.end());
+      EXPECT_EQ(prefill->stages, 4);  // 51,200 B per stage + its barriers and record: 4 in 232,448 B
+      EXPECT_EQ(prefill->smem.total, 209024);
     }
     for (const auto& p : plans) EXPECT_TRUE(!p.warp_specialized || std::string(arch) == "sm_90");
     for (const auto& p : plans) {
@@ -193,6 +199,16 @@ TEST(Planner, ShippedConfigsFitSm90AndSm120ForGlm5) {
       EXPECT_GE(p.blocks_per_sm, 1);
     }
   }
+}
+
+// The block_ms each arch has tiles for: sm_90 adds the warp-specialized 128-token tile, sm_120 and sm_121 stop at
+// 64, an arch without kernels has none; all of them are among the catalogue's.
+TEST(Planner, ShippedBlockMsPerArch) {
+  EXPECT_EQ(shipped_block_ms(90), (std::vector<int>{8, 16, 32, 64, 128}));
+  EXPECT_EQ(shipped_block_ms(120), (std::vector<int>{8, 16, 32, 64}));
+  EXPECT_EQ(shipped_block_ms(121), (std::vector<int>{8, 16, 32, 64}));
+  EXPECT_TRUE(shipped_block_ms(80).empty());
+  EXPECT_EQ(shipped_block_ms(), shipped_block_ms(90));
 }
 
 TEST(Planner, CustomTilesAndClearErrors) {

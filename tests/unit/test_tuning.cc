@@ -2,6 +2,8 @@
 // default location, and tactic filtering by the planner.
 // SPDX-License-Identifier: Apache-2.0
 #include <gtest/gtest.h>
+
+#include <algorithm>
 #include <dirent.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
@@ -174,6 +176,12 @@ TEST(Tuning, CandidatesAreThePlannerAcceptedShippedConfigs) {
   ASSERT_TRUE(tuning_candidates(kGlm, *a, &ok, &rejected).is_ok());
   EXPECT_TRUE(ok.empty());
   EXPECT_NE(rejected[0].find("not built for sm_80"), std::string::npos) << rejected[0];
+  // sm_120 has no warp-specialized tiles, so no 128-token tile: that block_m is not a candidate there, and says why.
+  ASSERT_TRUE(find_arch("sm_120", &a).is_ok());
+  ASSERT_TRUE(tuning_candidates(kGlm, *a, &ok, &rejected).is_ok());
+  EXPECT_EQ(std::count(ok.begin(), ok.end(), 128), 0);
+  ASSERT_FALSE(rejected.empty());
+  EXPECT_NE(rejected.back().find("block_m 128: no tile of this block_m on sm_120"), std::string::npos) << rejected.back();
 }
 
 // Reading: only regular files, at most 4 MiB. /dev/zero (endless), a FIFO (would block until a writer comes) and a
