@@ -150,7 +150,10 @@ inline constexpr int kWsMaxStages = 8;
 // epilogue reads shared memory instead of three dependent global loads (chunk table -> perm_pair ->
 // topk_weights). 16 B + 8 B per token row; the producer writes and the consumers read it at these offsets.
 struct MoeGemmWsRecord {
-  static constexpr int kRow0 = 0, kRows = 4, kAlpha = 8;  // int32, int32, float (bytes 12..15 unused)
+  static constexpr int kRow0 = 0, kRows = 4, kAlpha = 8;  // int32, int32, float
+  // int32: the rows of the item whose FIRST stage is in this slot (tiles of more than 64 tokens: the consumers pick
+  // the wgmma's N from it before the item's K loop; the fields above belong to the item whose last stage it is)
+  static constexpr int kFirstRows = 12;
   static constexpr int kRowData = 16;  // float router weight of row m at kRowData + 4 m, int32 pair index at
                                        // kRowData + 4 (block_m + m)
 };
@@ -173,12 +176,14 @@ constexpr int moe_gemm_ws_planned_stages(int block_m, int block_n, int block_k, 
 }
 // Registers per thread of the producer and the consumer warpgroups after setmaxnreg (0: no reallocation; the
 // launch's count, 96 at 640 threads, for both). A 128-token item's accumulators are 64 per consumer thread, which
-// with the dequantized fragments do not fit 96: the producer gives its registers to the consumers. The launch's
-// pool is 65,536 registers per SM.
+// with the dequantized fragments do not fit 96: the producer gives its registers to the consumers. setmaxnreg.inc
+// draws only on what the block's own warps released (PTX ISA "setmaxnreg": a pool per CTA; it blocks until the
+// pool holds enough), so the consumers' gain must not exceed the producer's loss: 128 x (96 - 64) = 512 x (104 - 96).
+// (112 would need a producer of 32 registers; with 64 it blocked forever on the H200.)
 struct WsRegisters {
   int producer, consumer;
 };
-constexpr WsRegisters moe_gemm_ws_registers(int block_m) { return block_m > 64 ? WsRegisters{64, 112} : WsRegisters{0, 0}; }
+constexpr WsRegisters moe_gemm_ws_registers(int block_m) { return block_m > 64 ? WsRegisters{64, 104} : WsRegisters{0, 0}; }
 
 template <int kBlockM_, int kBlockN_, int kBlockK_, int kStages_, int kArch_ = 90>
 struct MoeGemmWsConfig {
@@ -202,10 +207,13 @@ struct MoeGemmWsConfig {
   static_assert(kArch == 90, "warp-specialized tiles use wgmma: sm_90a only");
   static_assert(kBlockM == 8 || kBlockM == 16 || kBlockM == 32 || kBlockM == 64 || kBlockM == 128,
                 "kBlockM: a wgmma N that kernels/wgmma.cuh instantiates");
+  // Registers per thread at launch: one block per SM, the 65,536 split over its threads in warp units of 256.
+  static constexpr int kLaunchRegs = 65536 / kThreads / 8 * 8;
   static_assert(kRegs.producer == 0 ||
-                    (kProducerThreads * kRegs.producer + kConsumerThreads * kRegs.consumer <= 65536 &&
-                     kRegs.producer % 8 == 0 && kRegs.consumer % 8 == 0 && kRegs.producer >= 24 && kRegs.consumer <= 256),
-                "setmaxnreg: the warpgroups' registers must fit the SM's 65,536 (multiples of 8 in [24, 256])");
+                    (kProducerThreads * (kLaunchRegs - kRegs.producer) >= kConsumerThreads * (kRegs.consumer - kLaunchRegs) &&
+                     kRegs.producer <= kLaunchRegs && kRegs.consumer >= kLaunchRegs && kRegs.producer % 8 == 0 &&
+                     kRegs.consumer % 8 == 0 && kRegs.producer >= 24 && kRegs.consumer <= 256),
+                "setmaxnreg: the consumers may take only what the producer released (multiples of 8 in [24, 256])");
   static_assert(kBlockN % 64 == 0 && kBlockN >= 64 && kBlockN <= 256, "kBlockN: 1 to 4 consumer warpgroups");
   static_assert(kBlockK % 64 == 0 && kBlockK >= 64, "kBlockK: multiple of 64");
   static_assert(kStages >= 2, "kStages: at least 2 for the copy to overlap the math");

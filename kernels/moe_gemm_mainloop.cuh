@@ -84,22 +84,45 @@ struct LaneSlot {
 // group). The caller waits for it (wgmma::wait) before it reuses the A registers' next group.
 // Warpgroup wg = warps 4wg..4wg+3 = weight rows 64wg..64wg+63: warp w's dequantized fragments are the wgmma A
 // fragment of rows 16w..16w+15 unchanged. scale_first = 0 starts the accumulators afresh (an item's first k16 step).
-template <class Cfg>
+// N: the wgmma's token count, Cfg::kBlockM or (the 128-token tile's items of at most 64 rows) less; the first N / 2
+// accumulators are then the item's (the D fragment of n-tile j is registers 4j..4j+3 at every N).
+template <class Cfg, int N = Cfg::kBlockM>
 __device__ __forceinline__ void wgmma_group(const uint4 wq, const uint2 sq, uint64_t act_desc, int g,
                                             float (&accw)[Cfg::kBlockM / 2], int scale_first, const DequantMul& mul) {
+  static_assert(N <= Cfg::kBlockM && N % 8 == 0, "N: at most the tile's tokens");
   const uint32_t words[4] = {wq.x, wq.y, wq.z, wq.w};
-  uint32_t a[4][4];
+  if constexpr (Cfg::kBlockM > 64) {
+    // The 128-token tile (104 registers per consumer thread, 64 of them accumulators): half a group at a time, two
+    // k16 steps' fragments (8 registers) converted, multiplied and waited for before the next half reuses them
+    // (with the whole group's 16 in flight ptxas spills: the cubin check forbids it).
 #pragma unroll
-  for (int h = 0; h < 2; ++h) {
-    const uint32_t s_g = scale_pair2(sq.x, h, mul), s_g8 = scale_pair2(sq.y, h, mul);
-    dequant_a_fragments(words[2 * h], words[2 * h + 1], s_g, s_g8, mul, a[2 * h], a[2 * h + 1]);
+    for (int h = 0; h < 2; ++h) {
+      uint32_t a[2][4];
+      const uint32_t s_g = scale_pair2(sq.x, h, mul), s_g8 = scale_pair2(sq.y, h, mul);
+      dequant_a_fragments(words[2 * h], words[2 * h + 1], s_g, s_g8, mul, a[0], a[1]);
+      wgmma::fence();
+#pragma unroll
+      for (int s = 0; s < 2; ++s)
+        wgmma::WgmmaRs<N>::mma(*reinterpret_cast<float(*)[N / 2]>(&accw[0]), a[s],
+                               wgmma::desc_advance(act_desc, g * Cfg::kSmem.act_slice_bytes + (2 * h + s) * 32),
+                               h == 0 && s == 0 ? scale_first : 1);
+      wgmma::commit();
+      if (h == 0) wgmma::wait<0>();
+    }
+  } else {
+    uint32_t a[4][4];
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const uint32_t s_g = scale_pair2(sq.x, h, mul), s_g8 = scale_pair2(sq.y, h, mul);
+      dequant_a_fragments(words[2 * h], words[2 * h + 1], s_g, s_g8, mul, a[2 * h], a[2 * h + 1]);
+    }
+    uint64_t desc[4];
+#pragma unroll
+    for (int s = 0; s < 4; ++s) desc[s] = wgmma::desc_advance(act_desc, g * Cfg::kSmem.act_slice_bytes + s * 32);
+    wgmma::fence();
+    wgmma_k64<N>(*reinterpret_cast<float(*)[N / 2]>(&accw[0]), a, desc, scale_first);
+    wgmma::commit();
   }
-  uint64_t desc[4];
-#pragma unroll
-  for (int s = 0; s < 4; ++s) desc[s] = wgmma::desc_advance(act_desc, g * Cfg::kSmem.act_slice_bytes + s * 32);
-  wgmma::fence();
-  wgmma_k64<Cfg::kBlockM>(accw, a, desc, scale_first);
-  wgmma::commit();
 }
 
 }  // namespace fp4moe::kernels

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <type_traits>
 
 #include "kernels/moe_gemm_epilogue.cuh"
 #include "kernels/moe_gemm_layout.h"
@@ -126,6 +127,9 @@ __device__ __forceinline__ void moe_gemm_ws_body(const MoeGemmParams& p, const M
   for (int item = blockIdx.x; item < num_items; item += gridDim.x) {
     // The K loop keeps the accumulators in flight from one step to the next; the epilogue sits outside it,
     // after wait<0>. (With the epilogue inside the loop, behind a branch, ptxas drained every step: C7517.)
+    // N: the wgmma's tokens for this item (a whole loop per N, so no wgmma sits behind a per-step branch).
+    auto k_loop = [&](auto n_tokens) {
+    constexpr int N = decltype(n_tokens)::value;
     for (int kt = 0; kt < k_tiles; ++kt) {
       ptx::mbarrier_wait(full(slot), parity);
       // The producer's cp.async wrote the stage through the generic proxy; this thread's wgmmas read it
@@ -133,16 +137,19 @@ __device__ __forceinline__ void moe_gemm_ws_body(const MoeGemmParams& p, const M
       wgmma::fence_proxy_async_shared();
       // Every K group's weights and scales are read from shared memory up front, so the later groups' loads
       // are not on the dequantizer's critical path.
+      // (The 128-token tile loads each group's just before it: its consumers have no registers for both.)
+      constexpr int kAhead = Cfg::kBlockM > 64 ? 1 : kGroups;
       uint4 wq[kGroups];
       uint2 sq[kGroups];
 #pragma unroll
-      for (int g = 0; g < kGroups; ++g) {
+      for (int g = 0; g < kAhead; ++g) {
         wq[g] = cur.weights(g);
         sq[g] = cur.scales(g);
       }
 #pragma unroll
       for (int g = 0; g < kGroups; ++g) {
-        wgmma_group<Cfg>(wq[g], sq[g], cur.desc, g, accw, (kt == 0 && g == 0) ? 0 : 1, ex.dequant_mul);
+        if (g >= kAhead) wq[g] = cur.weights(g), sq[g] = cur.scales(g);
+        wgmma_group<Cfg, N>(wq[g], sq[g], cur.desc, g, accw, (kt == 0 && g == 0) ? 0 : 1, ex.dequant_mul);
         // Group g - 1 (or the previous stage's last group) has completed. With one K group per stage (the small-K
         // tiles) every stage dequantizes into the same A registers, which the group still in flight reads: PTX ISA
         // "wgmma.mma_async" makes writing them before a wait_group that covers it undefined (measured: wrong
@@ -158,6 +165,19 @@ __device__ __forceinline__ void moe_gemm_ws_body(const MoeGemmParams& p, const M
         slot = 0, parity ^= 1;
         cur.wrap();
       }
+    }
+    };
+    if constexpr (Cfg::kBlockM > 64) {
+      // The 128-token tile: an item of at most 64 rows (an expert's last, partial chunk) multiplies 64 tokens, not
+      // 128 (half the MMAs; the padding rows cost as much as real ones). Its rows come with its first stage; the
+      // shuffle tells ptxas the choice is warp-uniform (a divergent-looking branch around wgmmas serializes them).
+      ptx::mbarrier_wait(full(slot), parity);
+      const int first_rows =
+          __shfl_sync(0xFFFFFFFFu, *reinterpret_cast<const int32_t*>(record(slot) + MoeGemmWsRecord::kFirstRows), 0);
+      if (first_rows <= 64) k_loop(std::integral_constant<int, 64>{});
+      else k_loop(std::integral_constant<int, Cfg::kBlockM>{});
+    } else {
+      k_loop(std::integral_constant<int, Cfg::kBlockM>{});
     }
     wgmma::wait<0>();  // the item's accumulators are complete
 #pragma unroll

@@ -39,7 +39,8 @@ struct BenchOpts {
   std::string finalize = "deterministic";  // a fp4moe::finalize_mode_name
   std::vector<int64_t> tokens = {1, 8, 64, 256, 512, 1024, 2048, 4096};
   double zipf_s = 1.2;
-  int block_m = 0, iters = 20;
+  std::vector<int> block_ms;  // empty: every built-in one
+  int iters = 20;
   bool no_warp_specialized = false;  // MoeLayerOptions::warp_specialized off
   bool graph = true;                 // also time CUDA-graph replay
   int kernel_arch = 0;               // MoeLayerOptions::kernel_arch
@@ -114,7 +115,7 @@ int run_bench(const BenchOpts& o) {
   b.min_iters = o.iters;
   b.warp_specialized = !o.no_warp_specialized;
   finalize_mode_from_name(o.finalize, &b.finalize);  // (CLI11 checked the name)
-  if (o.block_m) b.block_ms = {o.block_m};
+  if (!o.block_ms.empty()) b.block_ms = o.block_ms;
   b.down_k_splits = o.down_k_splits;
   bench::MoeBenchDevice dev;
   std::vector<bench::MoeBenchRow> rows;
@@ -260,7 +261,8 @@ void add_bench_and_tune(CLI::App& app, int* rc) {
       ->check(CLI::IsMember({0, 120}));
   bench->add_option("--routing", b->routing, "uniform or zipf")->check(CLI::IsMember({"uniform", "zipf"}))->capture_default_str();
   bench->add_option("--zipf-s", b->zipf_s, "Zipf exponent")->check(FiniteRange(0.0, 10.0))->capture_default_str();
-  bench->add_option("--block-m", b->block_m, "time only this block_m (default: every built-in one)")->check(CLI::IsMember(shipped_block_ms()));
+  bench->add_option("--block-m", b->block_ms, "time only these block_ms, e.g. 64 128 (default: every built-in one)")
+      ->check(CLI::IsMember(shipped_block_ms()));
   bench->add_option("--finalize", b->finalize,
                     "the layer's finalize: deterministic (fp32 partials), deterministic-bf16 (bf16 partials) or atomic; "
                     "the per-T note times the others")

@@ -118,6 +118,26 @@ double expected_local_experts(const MoeShape& s, int64_t tokens) {
          (1.0 - std::pow(1.0 - static_cast<double>(s.top_k) / eg, static_cast<double>(tokens)));
 }
 
+PrefillChunkCosts prefill_chunk_costs(double mean) {
+  PrefillChunkCosts e{0.0, 0.0};
+  if (!(mean > 0.0)) return e;
+  const double sd = std::sqrt(mean);
+  const int64_t lo = std::max<int64_t>(1, static_cast<int64_t>(std::floor(mean - 5.0 * sd)));
+  const int64_t hi = static_cast<int64_t>(std::ceil(mean + 5.0 * sd));
+  double total = 0.0;
+  for (int64_t n = lo; n <= hi; ++n) {
+    const double z = (static_cast<double>(n) - mean) / sd, w = std::exp(-0.5 * z * z);
+    const int64_t full = n / 128, rest = n % 128;
+    e.tile64 += w * static_cast<double>((n + 63) / 64);
+    e.tile128 += w * (static_cast<double>(full) * kPrefillChunkCost +
+                      (rest == 0 ? 0.0 : rest <= 64 ? kPrefillHalfChunkCost : kPrefillChunkCost));
+    total += w;
+  }
+  e.tile64 /= total;
+  e.tile128 /= total;
+  return e;
+}
+
 int heuristic_block_m(const PlanContext& c, int64_t num_tokens) {
   // Each chunk dequantizes its expert's weights again and the dequantization is what limits the kernels, so a
   // chunk should hold nearly every expert's tokens, but no more: unused 8-token MMA tiles are skipped, yet a
@@ -136,6 +156,11 @@ int heuristic_block_m(const PlanContext& c, int64_t num_tokens) {
     if (!choose_configs(c, m, pairs, &ch)) continue;
     largest = std::max(largest, m);
     if (m >= want && (best == 0 || m < best)) best = m;
+  }
+  // The 128-token tile (sm_90, warp-specialized) where the expected chunk costs say it pays.
+  if (best == 64 && choose_configs(c, 128, pairs, &ch)) {
+    const PrefillChunkCosts e = prefill_chunk_costs(mean);
+    if (e.tile128 < kPrefillMargin * e.tile64) best = 128;
   }
   return best != 0 ? best : largest;
 }

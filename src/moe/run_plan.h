@@ -30,6 +30,19 @@ struct BlockMThresholds {
 };
 inline constexpr BlockMThresholds kThresholdsWarpSpecialized16{12.0, 24.0, 40.0};
 inline constexpr BlockMThresholds kThresholdsMultistage16{15.0, 20.0, 40.0};
+// Above 64 tokens, sm_90's 128-token tile against the 64-token one, by the chunks each expert's tokens make: one
+// chunk of the 64-token tile costs 1; one full chunk of the 128-token tile kPrefillChunkCost (it converts the
+// weights once for twice the tokens, but its MMAs and copies per token are those of two), a last chunk of at
+// most 64 rows (which multiplies 64 tokens) kPrefillHalfChunkCost. The heuristic takes the 128-token tile where
+// the expected cost over Poisson-like expert loads is below kPrefillMargin of the 64-token tile's. Measured on the
+// H200 (docs/perf/prefill.md): GLM-5 at T=1024 1.39x, T=16384 0.95x the 64-token layer.
+inline constexpr double kPrefillChunkCost = 1.8, kPrefillHalfChunkCost = 1.4, kPrefillMargin = 0.97;
+// The expected per-expert chunk costs of the 64- and 128-token tiles at `mean` tokens per expert (a normal with
+// variance `mean`, as Poisson loads), in the units above.
+struct PrefillChunkCosts {
+  double tile64, tile128;
+};
+PrefillChunkCosts prefill_chunk_costs(double mean);
 // Where two multistage configs of one block_m are built (sm_90's 8-token tile at 2 and 3 blocks per SM), calls of
 // at most this many pairs take the one with fewer blocks per SM (a deeper pipeline each), larger ones the other.
 inline constexpr int64_t kDeepPipelineMaxPairs = 64;

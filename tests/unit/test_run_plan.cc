@@ -98,6 +98,40 @@ TEST(RunPlan, H200Glm5TilesFollowTheBusiestExpert) {
     EXPECT_NE(s.find(part), std::string::npos) << part << " in " << s;
 }
 
+// Above 64 tokens per chunk: the 128-token tile where the expected chunk costs favour it (one 128-row chunk holds an
+// expert's 65..128 tokens that the 64-token tile splits in two: GLM-5 at T=3072, 96 per expert; long runs of full
+// chunks at T=16384), the 64-token tile where the second 128-row chunk would be mostly padding (T=4096: 128 per
+// expert) or one 64-row chunk holds it (T=2048); never without the warp-specialized kernels or on sm_120.
+TEST(RunPlan, PrefillTileWhereItsChunksPay) {
+  const PrefillChunkCosts c96 = prefill_chunk_costs(96.0), c128 = prefill_chunk_costs(128.0);
+  EXPECT_NEAR(c96.tile64, 2.0, 0.01);
+  EXPECT_NEAR(c96.tile128, kPrefillChunkCost, 0.01);
+  EXPECT_NEAR(c128.tile64, 2.5, 0.05);
+  EXPECT_NEAR(c128.tile128, 0.5 * kPrefillChunkCost + 0.5 * (kPrefillChunkCost + kPrefillHalfChunkCost), 0.05);
+  EXPECT_EQ(prefill_chunk_costs(0.0).tile64, 0.0);
+  Fixture f = h200();
+  EXPECT_EQ(f.plan(2048).block_m, 64);
+  EXPECT_EQ(f.plan(3072).block_m, 128);
+  EXPECT_EQ(f.plan(4096).block_m, 64);
+  EXPECT_EQ(f.plan(16384).block_m, 128);
+  const MoeRunPlan p = f.plan(3072);
+  EXPECT_EQ(p.gate_up.family, KernelFamily::kWarpSpecialized);
+  EXPECT_EQ(p.gate_up.grid, 132);
+  EXPECT_NE(p.to_string().find("block_m 128, both GEMMs warp-specialized 256x128"), std::string::npos) << p.to_string();
+  f.shape = MoeShape{32, 6144, 2048, 8, 256, 0};  // EP8: the same tokens per expert
+  EXPECT_EQ(f.plan(3072).block_m, 128);
+  f.shape = MoeShape{128, 4096, 1536 / 8, 8};  // Qwen3-235B-A22B TP8: gate_up N = 384 has no 256-row tile
+  EXPECT_EQ(f.plan(16384).block_m, 64);
+  f.shape = MoeShape{256, 6144, 2048, 8};
+  f.options.warp_specialized = false;
+  f.configs = resident_on(90, 132, false);
+  EXPECT_EQ(f.plan(3072).block_m, 64);
+  Fixture g;
+  g.arch = 120;
+  g.configs = resident_on(120, 188);
+  EXPECT_EQ(g.plan(16384).block_m, 64);
+}
+
 TEST(RunPlan, MultistageThresholdsWithoutTheWarpSpecialized16TokenTile) {
   // sm_120 (RTX PRO 6000, 188 SMs, one block per SM) and sm_90 with warp_specialized off: the 8-token tile up to a
   // busiest expert of 15, the 16-token one up to 20.

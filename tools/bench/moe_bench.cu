@@ -303,7 +303,9 @@ Status run_moe_bench(const MoeBenchOptions& o, MoeBenchDevice* dev, std::vector<
       if (main_plan.direct_decode) {
         variants.push_back({&layer_tiled, &r.layer_tiled_us});
       } else {
-        if (main_plan.gate_up.family != plan_of(layer_other_ws, T, r.block_m).gate_up.family)
+        // (none where the other family has no tile of this block_m: the 128-token tile is warp-specialized only)
+        const MoeRunPlan other = plan_of(layer_other_ws, T, r.block_m);
+        if (other.block_m == r.block_m && main_plan.gate_up.family != other.gate_up.family)
           variants.push_back({&layer_other_ws, &r.layer_other_ws_us});
         if (main_plan.fused_routing) variants.push_back({&layer_unfused, &r.layer_unfused_us});
       }
