@@ -17,6 +17,7 @@
 
 #include "kernels/moe_decode_direct_layout.h"
 #include "kernels/moe_gemm_epilogue.cuh"
+#include "kernels/moe_gemm_params.cuh"
 #include "kernels/moe_routing_warp.cuh"
 #include "kernels/nvfp4_dequant_mma.cuh"
 #include "kernels/ptx.cuh"
@@ -25,9 +26,8 @@
 namespace fp4moe::kernels {
 
 struct DirectDecodeParams {
-  RoutingParams routing;        // block_m = kDirectChunkRows; gate_up's block 0 writes the tables
-  int32_t num_global_experts;
-  DequantMul dequant_mul;
+  MoeGemmExtras ex;             // the routing (block_m = kDirectChunkRows; gate_up's block 0 writes the tables),
+                                // the dequantizer's multipliers and the global expert count, as the GEMMs take them
   const uint8_t* w13;           // prepacked [E, 2I/16, H/64, 512 B]
   const uint8_t* s13;
   const float* alpha13;         // [E]
@@ -75,8 +75,8 @@ __global__ void __launch_bounds__(kDirectThreads, kDirectMinBlocks) moe_direct_g
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   const int n = 2 * p.intermediate, n16 = n / 16;
   const int tile = blockIdx.x % n16;
-  const WarpRouting wr = warp_routing(p.routing, p.num_global_experts, blockIdx.x == 0);
-  const DirectGateUpSmem L = direct_gate_up_smem(p.routing.num_pairs);
+  const WarpRouting wr = warp_routing(p.ex.routing, p.ex.num_global_experts, blockIdx.x == 0);
+  const DirectGateUpSmem L = direct_gate_up_smem(p.ex.routing.num_pairs);
   const int groups = p.hidden_dim / pack::kGroupK;
   const int g_begin = warp * groups / kDirectWarps, g_end = (warp + 1) * groups / kDirectWarps;
   uint8_t* xs = smem + warp * L.warp_bytes;
@@ -112,7 +112,7 @@ __global__ void __launch_bounds__(kDirectThreads, kDirectMinBlocks) moe_direct_g
       __syncwarp();
 #pragma unroll
       for (int i = 0; i < kB; ++i)
-        if (i < nb) direct_group(acc, wq[i], sq[i], x_lane + i * 128, p.dequant_mul);
+        if (i < nb) direct_group(acc, wq[i], sq[i], x_lane + i * 128, p.ex.dequant_mul);
     }
     // The warps' sums in warp order (= K order), then the SwiGLU of rows g (gate) and g + 8 (up) of the tile.
     *reinterpret_cast<float4*>(red + (warp * 32 + lane) * 4) = make_float4(acc[0], acc[1], acc[2], acc[3]);
@@ -146,8 +146,8 @@ __global__ void __launch_bounds__(kDirectThreads, kDirectMinBlocks) moe_direct_d
   extern __shared__ __align__(16) uint8_t smem[];
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   const int H = p.hidden_dim, I = p.intermediate, tile = blockIdx.x;
-  const int pairs = p.routing.num_pairs;
-  const WarpRouting wr = warp_routing(p.routing, p.num_global_experts, false);
+  const int pairs = p.ex.routing.num_pairs;
+  const WarpRouting wr = warp_routing(p.ex.routing, p.ex.num_global_experts, false);
   const int nc = wr.num_chunks;
   const DirectDownSmem L = direct_down_smem(pairs, I);
   const int groups = I / pack::kGroupK;
@@ -224,7 +224,7 @@ __global__ void __launch_bounds__(kDirectThreads, kDirectMinBlocks) moe_direct_d
         if (b0 != gk0) load(c, b0);
 #pragma unroll
         for (int i = 0; i < kB; ++i)
-          if (b0 + i < gk1) direct_group(acc, wq[i], sq[i], x_lane + (b0 + i) * 128, p.dequant_mul);
+          if (b0 + i < gk1) direct_group(acc, wq[i], sq[i], x_lane + (b0 + i) * 128, p.ex.dequant_mul);
       }
       if (parts > 1) {
         *reinterpret_cast<float4*>(red + (warp * 32 + lane) * 4) = make_float4(acc[0], acc[1], acc[2], acc[3]);

@@ -64,7 +64,7 @@ __device__ __forceinline__ void moe_gemm_ws_body(const MoeGemmParams& p, const M
   const int warpgroup = __shfl_sync(0xFFFFFFFFu, tid / 128, 0);
   if (warpgroup == 0) {
     // ---- producer warpgroup ------------------------------------------------------------------------
-    if constexpr (Cfg::kRegs.producer != 0) ptx::setmaxnreg_dec<Cfg::kRegs.producer>();
+    if constexpr (Cfg::kRegs.producer != 0) ptx::setmaxnreg<false, Cfg::kRegs.producer>();
     TileProducer<Cfg, Cfg::kProducerThreads, false, kRecord> prod{static_cast<int>(blockIdx.x), 0};
     auto produce = [&](int slot, bool weights, bool acts) {
       prod.produce(p, no_routing, smem + slot * L.stage_bytes, tid, n_tiles, splits, k_tiles, weights, acts,
@@ -106,7 +106,7 @@ __device__ __forceinline__ void moe_gemm_ws_body(const MoeGemmParams& p, const M
   }
 
   // ---- consumer warpgroups --------------------------------------------------------------------------
-  if constexpr (Cfg::kRegs.consumer != 0) ptx::setmaxnreg_inc<Cfg::kRegs.consumer>();
+  if constexpr (Cfg::kRegs.consumer != 0) ptx::setmaxnreg<true, Cfg::kRegs.consumer>();
   if constexpr (kEpi != MoeEpilogue::kSwiGLU) ptx::griddep_launch_dependents();
   const int ctid = tid - Cfg::kProducerThreads, warp = ctid >> 5, lane = ctid & 31;
   float acc[Cfg::kNTiles8][4];

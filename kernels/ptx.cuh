@@ -115,21 +115,15 @@ __device__ __forceinline__ void mbarrier_wait(uint32_t bar, uint32_t parity) {
 
 // Moves registers between the warpgroups of a block (PTX ISA "setmaxnreg", sm_90a:
 // https://docs.nvidia.com/cuda/parallel-thread-execution/#miscellaneous-instructions-setmaxnreg): every warp of
-// the warpgroup runs it; `dec` gives the registers above kRegs back to the block's pool, `inc` waits until the
-// pool holds enough and raises this warpgroup's limit to kRegs (a multiple of 8 in [24, 256]). ptxas allocates
-// the code after it within the new limit, so a consumer warpgroup can hold more than the launch's count.
-template <int kRegs>
-__device__ __forceinline__ void setmaxnreg_dec() {
+// the warpgroup runs it. kInc = false gives the registers above kRegs back to the block's pool; kInc = true waits
+// until that pool (only what this block's warps gave back) holds enough and raises the limit to kRegs (a multiple
+// of 8 in [24, 256]). ptxas allocates the code after it within the new limit.
+template <bool kInc, int kRegs>
+__device__ __forceinline__ void setmaxnreg() {
   static_assert(kRegs % 8 == 0 && kRegs >= 24 && kRegs <= 256, "setmaxnreg: a multiple of 8 in [24, 256]");
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-  asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(kRegs));
-#endif
-}
-template <int kRegs>
-__device__ __forceinline__ void setmaxnreg_inc() {
-  static_assert(kRegs % 8 == 0 && kRegs >= 24 && kRegs <= 256, "setmaxnreg: a multiple of 8 in [24, 256]");
-#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-  asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(kRegs));
+  if constexpr (kInc) asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(kRegs));
+  else asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(kRegs));
 #endif
 }
 

@@ -340,9 +340,7 @@ Status MoeLayer::Impl::run(const MoeForwardArgs& a, void* workspace, size_t work
   // pairs itself (gate_up's block 0 writes the tables). A routing phase alone runs the routing kernel below.
   if (rp.direct_decode && (phases & (kPhaseGateUp | kPhaseDown))) {
     kernels::DirectDecodeParams d{};
-    d.routing = ex.routing;
-    d.num_global_experts = ex.num_global_experts;
-    d.dequant_mul = ex.dequant_mul;
+    d.ex = ex;
     d.w13 = weights.w13;
     d.s13 = weights.s13;
     d.alpha13 = weights.alpha13;

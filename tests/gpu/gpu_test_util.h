@@ -21,6 +21,19 @@ inline bool have_gpu() {
 #define FP4MOE_SKIP_WITHOUT_GPU() \
   if (!::fp4moe::testing::have_gpu()) GTEST_SKIP() << "no CUDA device"
 
+// Device 0's compute capability major (9 on H100 / H200), or -1 where it cannot be read.
+inline int compute_capability_major() {
+  int major = 0;
+  if (cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, 0) != cudaSuccess) {
+    cudaGetLastError();
+    return -1;
+  }
+  return major;
+}
+// Skips a test of sm_90-only kernels (wgmma, the warp-specialized tiles) elsewhere, saying why.
+#define FP4MOE_SKIP_UNLESS_SM90(why) \
+  if (::fp4moe::testing::compute_capability_major() != 9) GTEST_SKIP() << why << ": built for sm_90 only"
+
 #define CUDA_OK(expr) ASSERT_EQ((expr), cudaSuccess) << #expr << ": " << cudaGetErrorString(cudaGetLastError())
 
 // A device allocation freed on scope exit; poisoned (every byte = `poison`) on request.

@@ -212,6 +212,21 @@ inline void graph_replays(Problem& p, const MoeForwardArgs& a, int replays, std:
   cudaStreamDestroy(s);
 }
 
+// A deterministic layer's output is a function of its inputs: the output p.out holds now (the caller's run) against
+// a rerun with output and workspace poisoned and two CUDA-graph replays of p.args(), bit for bit. *first (if
+// given) receives the output compared against.
+inline void expect_reruns_bit_identical(Problem& p, std::vector<uint16_t>* first = nullptr) {
+  const auto before = p.out.download<uint16_t>(static_cast<size_t>(p.c.T * p.c.H));
+  p.run_poisoned();
+  if (::testing::Test::HasFatalFailure()) return;
+  EXPECT_EQ(p.out.download<uint16_t>(before.size()), before) << "two runs differ";
+  std::vector<std::vector<uint16_t>> replayed;
+  graph_replays(p, p.args(), 2, &replayed);
+  if (::testing::Test::HasFatalFailure()) return;
+  for (size_t i = 0; i < replayed.size(); ++i) EXPECT_EQ(replayed[i], before) << "graph replay " << i << " differs";
+  if (first != nullptr) *first = before;
+}
+
 inline void check_against_reference(Problem& p) {
   const Case& c = p.c;
   SCOPED_TRACE(c.name() + " seed " + std::to_string(p.seed) + " " + p.layer.describe(c.T));

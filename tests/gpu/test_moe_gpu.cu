@@ -240,9 +240,7 @@ TEST(MoeGpu, FusedSmallRoutingMatchesTheRoutingKernel) {
 // says so, so this is the test that reaches that path.
 TEST(MoeGpu, WarpSpecializedAndMultistageTilesMatchTheReference) {
   FP4MOE_SKIP_WITHOUT_GPU();
-  int cc_major = 0;
-  ASSERT_EQ(cudaDeviceGetAttribute(&cc_major, cudaDevAttrComputeCapabilityMajor, 0), cudaSuccess);
-  if (cc_major != 9) GTEST_SKIP() << "the warp-specialized kernels are built for sm_90 only";
+  FP4MOE_SKIP_UNLESS_SM90("the warp-specialized kernels");
   const Case cases[] = {
       Case{512, 64, 512, 512, 8, Routing::kUniform, 64},
       Case{300, 16, 256, 512, 2, Routing::kSkewed, 32, FinalizeMode::kDeterministic, false},
@@ -290,9 +288,7 @@ TEST(MoeGpu, WarpSpecializedAndMultistageTilesMatchTheReference) {
 // and a graph replay of the same.
 TEST(MoeGpu, PrefillTileMatchesTheReference) {
   FP4MOE_SKIP_WITHOUT_GPU();
-  int cc_major = 0;
-  ASSERT_EQ(cudaDeviceGetAttribute(&cc_major, cudaDevAttrComputeCapabilityMajor, 0), cudaSuccess);
-  if (cc_major != 9) GTEST_SKIP() << "the 128-token tile is warp-specialized: built for sm_90 only";
+  FP4MOE_SKIP_UNLESS_SM90("the 128-token tile is warp-specialized");
   const Case cases[] = {
       Case{1024, 8, 512, 512, 2, Routing::kUniform, 128},
       Case{700, 8, 512, 512, 8, Routing::kOneExpert, 128, FinalizeMode::kDeterministicBf16},
@@ -312,14 +308,8 @@ TEST(MoeGpu, PrefillTileMatchesTheReference) {
     EXPECT_EQ(rp.down.family, KernelFamily::kWarpSpecialized) << rp.to_string();
     EXPECT_EQ(rp.down.block_k, 128) << rp.to_string();
     if (!finalize_is_deterministic(c.finalize)) continue;
-    const auto first = p.out.download<uint16_t>(static_cast<size_t>(c.T * c.H));
-    p.run_poisoned();
+    testing::expect_reruns_bit_identical(p);
     if (HasFatalFailure()) return;
-    EXPECT_EQ(p.out.download<uint16_t>(first.size()), first) << "two deterministic runs differ";
-    std::vector<std::vector<uint16_t>> replayed;
-    testing::graph_replays(p, p.args(), 2, &replayed);
-    if (HasFatalFailure()) return;
-    for (const auto& r : replayed) EXPECT_EQ(r, first) << "a graph replay differs from the plain run";
   }
 }
 
@@ -330,14 +320,7 @@ TEST(MoeGpu, DeterministicRunsAreBitIdenticalAndGraphReplayMatches) {
   if (HasFatalFailure()) return;
   p.run_poisoned();
   if (HasFatalFailure()) return;
-  const auto first = p.out.download<uint16_t>(static_cast<size_t>(256 * 256));
-  p.run_poisoned();
-  if (HasFatalFailure()) return;
-  EXPECT_EQ(p.out.download<uint16_t>(first.size()), first) << "two deterministic runs differ";
-  std::vector<std::vector<uint16_t>> replayed;
-  testing::graph_replays(p, p.args(), 2, &replayed);
-  if (HasFatalFailure()) return;
-  for (const auto& r : replayed) EXPECT_EQ(r, first) << "graph replay differs from a direct run";
+  testing::expect_reruns_bit_identical(p);
 }
 
 TEST(MoeGpu, ZeroTokensIsANoOp) {

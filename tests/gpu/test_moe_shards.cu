@@ -262,8 +262,7 @@ TEST(MoeShards, SmallKTilesMatchTheReferenceAtEveryBlockSize) {
 // small-K tiles, both finalize modes, fused routing; against the reference, outputs poisoned first.
 TEST(MoeShards, Sm120ConfigsMatchTheReferenceOnTheH200) {
   FP4MOE_SKIP_WITHOUT_GPU();
-  int major = 0;
-  ASSERT_EQ(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, 0), cudaSuccess);
+  const int major = testing::compute_capability_major();
   {
     MoeLayerOptions o;
     o.kernel_arch = 120;
@@ -356,22 +355,14 @@ TEST(MoeShards, GateUpSplitKMatchesTheReferenceAndIsDeterministic) {
     testing::check_against_reference(p);
     if (HasFatalFailure()) return;
     if (!finalize_is_deterministic(c.finalize)) continue;
-    const auto first = p.out.download<uint16_t>(static_cast<size_t>(c.T * c.H));
-    p.run_poisoned();
+    // A rerun and two graph replays (the arrival counters must be zero again for the second replay).
+    testing::expect_reruns_bit_identical(p);
     if (HasFatalFailure()) return;
-    EXPECT_EQ(p.out.download<uint16_t>(first.size()), first) << "two runs with split gate_up differ";
-    // Graph replay, twice (the counters must be zero again for the second replay).
-    std::vector<std::vector<uint16_t>> replayed;
-    testing::graph_replays(p, a, 2, &replayed);
-    if (HasFatalFailure()) return;
-    for (const auto& r : replayed) EXPECT_EQ(r, first) << "graph replay differs";
   }
   EXPECT_GE(heuristic_split, 3) << "the layer should split gate_up's K at the TP-like decode shapes";
   // A gate_up config without split-K kernels (warp-specialized, or the multistage 32-token tile): forcing a split
   // is rejected before anything runs.
-  int major = 0;
-  ASSERT_EQ(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, 0), cudaSuccess);
-  if (major == 9) {
+  if (testing::compute_capability_major() == 9) {
     testing::Problem p;
     p.setup(Case{128, 8, 1024, 256, 8, Routing::kUniform, 32}, devdata::fresh_seed() % 1000003);
     if (HasFatalFailure()) return;
