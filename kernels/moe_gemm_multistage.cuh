@@ -57,7 +57,7 @@ __device__ __forceinline__ void moe_gemm_body(const MoeGemmParams& p, const MoeG
   const int total_steps = my_items * k_tiles;
 
   // ---- producer: this thread's copy sources, set once per work item and advanced along K ----------
-  TileProducer<Cfg, Cfg::kThreads, kFusedRouting> prod{static_cast<int>(blockIdx.x), 0};
+  TileProducer<Cfg, Cfg::kThreads, kFusedRouting> prod(n_tiles, splits);
   auto produce = [&](int slot, bool weights, bool acts) {
     prod.produce(p, wr, smem + slot * L.stage_bytes, tid, n_tiles, splits, k_tiles, weights, acts);
   };
@@ -84,8 +84,7 @@ __device__ __forceinline__ void moe_gemm_body(const MoeGemmParams& p, const MoeG
       if (s < total_steps) produce(s, true, false);
     ptx::griddep_wait();
     ptx::griddep_launch_dependents();
-    prod.item = blockIdx.x;
-    prod.kt = 0;
+    prod.restart();
 #pragma unroll
     for (int s = 0; s < kAhead; ++s) {
       if (s < total_steps) produce(s, false, true);
@@ -94,12 +93,13 @@ __device__ __forceinline__ void moe_gemm_body(const MoeGemmParams& p, const MoeG
   }
 
   // ---- consumer state: the item whose K steps the warps are multiplying ------------------------------
-  int cons_item = blockIdx.x, cons_kt = 0, cons_e = 0, cons_row0 = 0, cons_rows = 0;
+  ItemWalk cw(blockIdx.x, gridDim.x, n_tiles, splits);
+  int cons_kt = 0, cons_e = 0, cons_row0 = 0, cons_rows = 0;
   int slot = 0;  // st % kStages, advanced step by step (no division in the K loop)
   LaneSlot<Cfg> cur(smem, warp, lane);  // this lane's view of slot `slot`
   for (int st = 0; st < total_steps; ++st) {
     if (cons_kt == 0) {
-      const int chunk = cons_item / splits / n_tiles;
+      const int chunk = cw.chunk;
       if constexpr (kFusedRouting) {
         cons_e = wr.expert(chunk);
         cons_row0 = wr.start(chunk);
@@ -166,17 +166,15 @@ __device__ __forceinline__ void moe_gemm_body(const MoeGemmParams& p, const MoeG
       // gate_up with split K: only the block that completes the tile's last K range stores (the sum of all).
       bool store = true;
       if constexpr (kSplitK)
-        store = gate_up_split_fixup<Cfg>(p, acc, cons_item / splits, cons_item / splits % n_tiles, cons_item % splits,
-                                         cons_row0, cons_rows, warp, lane);
+        store = gate_up_split_fixup<Cfg>(p, acc, cw.chunk * n_tiles + cw.nt, cw.nt, cw.q, cons_row0, cons_rows, warp, lane);
       if (store) {
-        store_item<Cfg, kEpi, kFusedRouting>(p, wr, acc, cons_item / splits % n_tiles, cons_item % splits, cons_e,
-                                             cons_row0, cons_rows, warp, lane);
+        store_item<Cfg, kEpi, kFusedRouting>(p, wr, acc, cw.nt, cw.q, cons_e, cons_row0, cons_rows, warp, lane);
       } else if constexpr (!Cfg::kWgmma) {
 #pragma unroll
         for (int j = 0; j < Cfg::kNTiles8; ++j) acc[j][0] = acc[j][1] = acc[j][2] = acc[j][3] = 0.0f;
       }
       cons_kt = 0;
-      cons_item += gridDim.x;
+      cw.next(gridDim.x);
     }
   }
   ptx::cp_async_wait<0>();

@@ -44,7 +44,14 @@ struct TileProducer {
   static constexpr int kXPer = (kXChunks + kPThreads - 1) / kPThreads;
   static constexpr int kXRowStep = kPThreads / kRowChunks;  // rows between a thread's activation copies
 
-  int item, kt;  // the next copy's work item and K step inside it
+  ItemWalk walk;  // the next copy's work item (blockIdx.x, + gridDim.x, ...)
+  int kt = 0;     // and K step inside it
+  __device__ __forceinline__ TileProducer(int n_tiles, int splits) : walk(blockIdx.x, gridDim.x, n_tiles, splits) {}
+  // Back to the block's first item (the down kernels copy the first stages' weights, then their activations).
+  __device__ __forceinline__ void restart() {
+    walk = ItemWalk(blockIdx.x, gridDim.x, walk.n_tiles, walk.splits);
+    kt = 0;
+  }
   const uint8_t* w_src = nullptr;  // this thread's first weight chunk at the item's first K step
   const uint8_t* s_src = nullptr;
   const uint8_t* x_src[kXPer];     // this thread's activation chunks at the item's first K step (valid rows)
@@ -58,8 +65,8 @@ struct TileProducer {
 
   __device__ __forceinline__ void begin_item(const MoeGemmParams& p, const WarpRouting& wr, int tid, int n_tiles,
                                              int splits, int k_tiles) {
-    const int tile = item / splits, chunk = tile / n_tiles, nt = tile % n_tiles;
-    const int64_t k0 = static_cast<int64_t>(item % splits) * k_tiles * Cfg::kBlockK;  // first K of the item's range
+    const int chunk = walk.chunk, nt = walk.nt;
+    const int64_t k0 = static_cast<int64_t>(walk.q) * k_tiles * Cfg::kBlockK;  // first K of the item's range
     int e, row0, rows;
     if constexpr (kFusedRouting) e = wr.expert(chunk), row0 = wr.start(chunk), rows = wr.rows(chunk);
     else e = p.chunk_expert[chunk], row0 = p.chunk_start[chunk], rows = p.chunk_rows[chunk];
@@ -143,7 +150,7 @@ struct TileProducer {
     }
     if (++kt == k_tiles) {
       kt = 0;
-      item += gridDim.x;
+      walk.next(gridDim.x);
     }
   }
 };

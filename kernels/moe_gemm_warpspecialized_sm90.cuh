@@ -65,7 +65,7 @@ __device__ __forceinline__ void moe_gemm_ws_body(const MoeGemmParams& p, const M
   if (warpgroup == 0) {
     // ---- producer warpgroup ------------------------------------------------------------------------
     if constexpr (Cfg::kRegs.producer != 0) ptx::setmaxnreg<false, Cfg::kRegs.producer>();
-    TileProducer<Cfg, Cfg::kProducerThreads, false, kRecord> prod{static_cast<int>(blockIdx.x), 0};
+    TileProducer<Cfg, Cfg::kProducerThreads, false, kRecord> prod(n_tiles, splits);
     auto produce = [&](int slot, bool weights, bool acts) {
       prod.produce(p, no_routing, smem + slot * L.stage_bytes, tid, n_tiles, splits, k_tiles, weights, acts,
                    record(slot));
@@ -85,8 +85,7 @@ __device__ __forceinline__ void moe_gemm_ws_body(const MoeGemmParams& p, const M
       for (int s = 0; s < first; ++s) produce(s, true, false);
       ptx::griddep_wait();
       ptx::griddep_launch_dependents();
-      prod.item = blockIdx.x;
-      prod.kt = 0;
+      prod.restart();
       for (; st < first; ++st) {
         produce(st, false, true);
         signal_full(st);
@@ -124,7 +123,7 @@ __device__ __forceinline__ void moe_gemm_ws_body(const MoeGemmParams& p, const M
   int slot = 0;
   uint32_t parity = 0;
   LaneSlot<Cfg> cur(smem, warp, lane);  // this lane's view of slot `slot`
-  for (int item = blockIdx.x; item < num_items; item += gridDim.x) {
+  for (ItemWalk w(blockIdx.x, gridDim.x, n_tiles, splits); w.item < num_items; w.next(gridDim.x)) {
     // The K loop keeps the accumulators in flight from one step to the next; the epilogue sits outside it,
     // after wait<0>. (With the epilogue inside the loop, behind a branch, ptxas drained every step: C7517.)
     // N: the wgmma's tokens for this item (a whole loop per N, so no wgmma sits behind a per-step branch).
@@ -198,8 +197,7 @@ __device__ __forceinline__ void moe_gemm_ws_body(const MoeGemmParams& p, const M
     }
     release(held);
     held = -1;
-    store_item<Cfg, kEpi, false, true>(p, no_routing, acc, item / splits % n_tiles, item % splits, -1, row0, rows, warp,
-                                       lane, pre);
+    store_item<Cfg, kEpi, false, true>(p, no_routing, acc, w.nt, w.q, -1, row0, rows, warp, lane, pre);
   }
 }
 
