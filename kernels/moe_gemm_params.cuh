@@ -6,34 +6,11 @@
 
 #include <cstdint>
 
+#include "kernels/moe_gemm_items.h"
 #include "kernels/moe_routing_warp.cuh"
 #include "kernels/nvfp4_dequant_mma.cuh"
 
 namespace fp4moe::kernels {
-
-// A block's work items first, first + stride, ... (item = (chunk * n_tiles + N tile) * splits + K range) walked
-// without a division per item: two integer divisions by run-time values are about 60 instructions per warp, a third
-// of the epilogue of a short-K down item (ncu, docs/perf/shards.md). The three divisions of the stride are made once.
-struct ItemWalk {
-  int item, chunk, nt, q;  // the current item, its chunk, N tile and K range
-  int n_tiles, splits, d_chunk, d_nt, d_q;
-  __device__ __forceinline__ ItemWalk(int first, int stride, int n_tiles_, int splits_)
-      : n_tiles(n_tiles_), splits(splits_) {
-    const int tile = first / splits, d_tile = stride / splits;
-    item = first, q = first % splits, nt = tile % n_tiles, chunk = tile / n_tiles;
-    d_q = stride % splits, d_nt = d_tile % n_tiles, d_chunk = d_tile / n_tiles;
-  }
-  // tile + d_tile + carry: nt + d_nt + carry <= 2 n_tiles - 1, so one wrap at most.
-  __device__ __forceinline__ void next(int stride) {
-    item += stride;
-    q += d_q;
-    const int carry = q >= splits;
-    q -= carry * splits;
-    nt += d_nt + carry;
-    chunk += d_chunk;
-    if (nt >= n_tiles) nt -= n_tiles, ++chunk;
-  }
-};
 
 enum class MoeEpilogue {
   kSwiGLU,          // gate_up: out[row, j] = bf16(silu(alpha * gate_j) * alpha * up_j), permuted rows
