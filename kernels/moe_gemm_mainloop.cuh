@@ -91,15 +91,18 @@ __device__ __forceinline__ void wgmma_group(const uint4 wq, const uint2 sq, uint
                                             float (&accw)[Cfg::kBlockM / 2], int scale_first, const DequantMul& mul) {
   static_assert(N <= Cfg::kBlockM && N % 8 == 0, "N: at most the tile's tokens");
   const uint32_t words[4] = {wq.x, wq.y, wq.z, wq.w};
-  if constexpr (Cfg::kBlockM > 64) {
-    // The 128-token tile (104 registers per consumer thread, 64 of them accumulators): half a group at a time, two
-    // k16 steps' fragments (8 registers) converted, multiplied and waited for before the next half reuses them
-    // (with the whole group's 16 in flight ptxas spills: the cubin check forbids it).
+  // The 128-token tile (104 registers per consumer thread, 64 of them accumulators) converts and multiplies half a
+  // group at a time: two k16 steps' fragments (8 registers), waited for before the next half reuses them (with the
+  // whole group's 16 in flight ptxas spills: the cubin check forbids it). The others convert the whole group, then
+  // issue its four wgmmas as one commit group.
+  constexpr bool kHalves = Cfg::kBlockM > 64;
+  uint32_t a[4][4];
 #pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      uint32_t a[2][4];
-      const uint32_t s_g = scale_pair2(sq.x, h, mul), s_g8 = scale_pair2(sq.y, h, mul);
-      dequant_a_fragments(words[2 * h], words[2 * h + 1], s_g, s_g8, mul, a[0], a[1]);
+  for (int h = 0; h < 2; ++h) {
+    const int f = kHalves ? 0 : 2 * h;  // this half's first fragment
+    const uint32_t s_g = scale_pair2(sq.x, h, mul), s_g8 = scale_pair2(sq.y, h, mul);
+    dequant_a_fragments(words[2 * h], words[2 * h + 1], s_g, s_g8, mul, a[f], a[f + 1]);
+    if constexpr (kHalves) {
       wgmma::fence();
 #pragma unroll
       for (int s = 0; s < 2; ++s)
@@ -109,13 +112,8 @@ __device__ __forceinline__ void wgmma_group(const uint4 wq, const uint2 sq, uint
       wgmma::commit();
       if (h == 0) wgmma::wait<0>();
     }
-  } else {
-    uint32_t a[4][4];
-#pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      const uint32_t s_g = scale_pair2(sq.x, h, mul), s_g8 = scale_pair2(sq.y, h, mul);
-      dequant_a_fragments(words[2 * h], words[2 * h + 1], s_g, s_g8, mul, a[2 * h], a[2 * h + 1]);
-    }
+  }
+  if constexpr (!kHalves) {
     uint64_t desc[4];
 #pragma unroll
     for (int s = 0; s < 4; ++s) desc[s] = wgmma::desc_advance(act_desc, g * Cfg::kSmem.act_slice_bytes + s * 32);

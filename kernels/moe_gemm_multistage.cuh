@@ -59,7 +59,7 @@ __device__ __forceinline__ void moe_gemm_body(const MoeGemmParams& p, const MoeG
   // ---- producer: this thread's copy sources, set once per work item and advanced along K ----------
   TileProducer<Cfg, Cfg::kThreads, kFusedRouting> prod(n_tiles, splits);
   auto produce = [&](int slot, bool weights, bool acts) {
-    prod.produce(p, wr, smem + slot * L.stage_bytes, tid, n_tiles, splits, k_tiles, weights, acts);
+    prod.produce(p, wr, smem + slot * L.stage_bytes, tid, k_tiles, weights, acts);
   };
 
   // Accumulators: mma.sync C fragments of the item's 8-token n-tiles; on the wgmma path the same registers

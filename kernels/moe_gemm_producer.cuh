@@ -16,7 +16,8 @@ namespace fp4moe::kernels {
 // weights and block scales of kBlockN rows x kBlockK, and the activations of the item's token rows (gathered
 // through perm_pair for gate_up; rows past the item's tokens zero-filled). Sources are set once per item (one
 // chunk-table lookup, not one per stage) and advanced along K. Items run blockIdx.x, + gridDim.x, ...
-// Item i = (tile i / splits, K range i % splits); tile t = (chunk t / n_tiles, N tile t % n_tiles).
+// Item i = (tile i / splits, K range i % splits); tile t = (chunk t / n_tiles, N tile t % n_tiles): `walk`
+// (kernels/moe_gemm_items.h) holds the next copy's item in those terms.
 // Thread assignment: a stage's weights of one 16-row tile are kGroups x 512 contiguous bytes in the prepacked
 // layout and in shared memory alike, and kTPR threads copy each tile's run (chunk q + i * kTPR for thread q
 // of the tile), so a thread's copies sit at compile-time offsets from one source and one destination: one
@@ -63,8 +64,7 @@ struct TileProducer {
   static_assert(kRecord == ItemRecord::kNone || (!kFusedRouting && Cfg::kBlockM <= kPThreads),
                 "item records: the routing kernel's tables; one thread per row (the last one also copies the header)");
 
-  __device__ __forceinline__ void begin_item(const MoeGemmParams& p, const WarpRouting& wr, int tid, int n_tiles,
-                                             int splits, int k_tiles) {
+  __device__ __forceinline__ void begin_item(const MoeGemmParams& p, const WarpRouting& wr, int tid, int k_tiles) {
     const int chunk = walk.chunk, nt = walk.nt;
     const int64_t k0 = static_cast<int64_t>(walk.q) * k_tiles * Cfg::kBlockK;  // first K of the item's range
     int e, row0, rows;
@@ -99,10 +99,10 @@ struct TileProducer {
   // Issues the copies of the next step into the stage at `s_base` (the weights and scales, the activations,
   // or both), then advances along K (and to the next item).
   __device__ __forceinline__ void produce(const MoeGemmParams& p, const WarpRouting& wr, uint8_t* s_base, int tid,
-                                          int n_tiles, int splits, int k_tiles, bool weights, bool acts,
+                                          int k_tiles, bool weights, bool acts,
                                           uint8_t* rec = nullptr) {
     constexpr MoeGemmSmemLayout L = Cfg::kSmem;
-    if (kt == 0) begin_item(p, wr, tid, n_tiles, splits, k_tiles);
+    if (kt == 0) begin_item(p, wr, tid, k_tiles);
     const int64_t k = kt;
     if (weights) {
       const int r = tid / kTPR, q = tid % kTPR;

@@ -67,8 +67,7 @@ __device__ __forceinline__ void moe_gemm_ws_body(const MoeGemmParams& p, const M
     if constexpr (Cfg::kRegs.producer != 0) ptx::setmaxnreg<false, Cfg::kRegs.producer>();
     TileProducer<Cfg, Cfg::kProducerThreads, false, kRecord> prod(n_tiles, splits);
     auto produce = [&](int slot, bool weights, bool acts) {
-      prod.produce(p, no_routing, smem + slot * L.stage_bytes, tid, n_tiles, splits, k_tiles, weights, acts,
-                   record(slot));
+      prod.produce(p, no_routing, smem + slot * L.stage_bytes, tid, k_tiles, weights, acts, record(slot));
     };
     // The slot's copies are issued: the full barrier counts this thread's arrival once they have landed.
     auto signal_full = [&](int slot) {
