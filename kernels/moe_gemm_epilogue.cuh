@@ -8,6 +8,7 @@
 
 #include "kernels/moe_gemm_params.cuh"
 #include "kernels/moe_routing_warp.cuh"
+#include "kernels/ptx.cuh"
 
 namespace fp4moe::kernels {
 
@@ -155,11 +156,11 @@ __device__ __forceinline__ void store_item(const MoeGemmParams& p, const WarpRou
 // item (tile, K range q) stores its raw partial sums, and the block that completes a tile's last range sums all
 // of them in the fixed order q = 0, 1, ... into `acc` and returns true (its caller then runs the SwiGLU epilogue);
 // the others return false. The order does not depend on which block arrives last, so reruns are bit-identical.
-// Every thread of the block calls it (block barriers). Publication is the threadfence-reduction pattern: each
-// thread's stores, a device-scope fence, a block barrier, then one relaxed atomic per block; the last block fences
-// again before it reads the others' sums from L2 (ld.global.cg: L1 is not coherent across SMs). PTX ISA "Memory
-// Consistency Model" (https://docs.nvidia.com/cuda/parallel-thread-execution/#memory-consistency-model) and CUDA
-// C++ Programming Guide, "Memory Fence Functions".
+// Every thread of the block calls it (block barriers). Publication: each thread's stores, a block barrier, then one
+// acquire-release atomic per block by thread 0 (ptx::atom_add_acq_rel_gpu says why that orders the whole block's
+// stores); the last block's threads read the others' sums from L2 (ld.global.cg: L1 is not coherent across SMs) after
+// the barrier that follows thread 0's acquire: one fence in one thread, where __threadfence would put a sequentially
+// consistent fence (MEMBAR.SC.GPU) in every thread, before the atomic and again after it.
 template <class Cfg>
 __device__ __forceinline__ bool gate_up_split_fixup(const MoeGemmParams& p, float (&acc)[Cfg::kNTiles8][4], int tile,
                                                     int nt, int q, int row0, int rows, int warp, int lane) {
@@ -178,13 +179,11 @@ __device__ __forceinline__ bool gate_up_split_fixup(const MoeGemmParams& p, floa
       __stcg(d + 8, acc[j][2 + c]);
     }
   }
-  __threadfence();
   __syncthreads();
   int* const counters = reinterpret_cast<int*>(p.partial_out + p.k_splits * p.split_stride);
   int last = 0;
-  if (threadIdx.x == 0) last = atomicAdd(counters + tile, 1) == p.k_splits - 1;
+  if (threadIdx.x == 0) last = ptx::atom_add_acq_rel_gpu(counters + tile, 1) == p.k_splits - 1;
   if (!__syncthreads_or(last)) return false;
-  __threadfence();
 #pragma unroll
   for (int j = 0; j < Cfg::kNTiles8; ++j) {
     if (j * 8 >= rows) break;

@@ -113,6 +113,19 @@ __device__ __forceinline__ void mbarrier_wait(uint32_t bar, uint32_t parity) {
   } while (!done);
 }
 
+// One atomic add at gpu scope with acquire-release semantics, returning the old value (PTX ISA "atom",
+// https://docs.nvidia.com/cuda/parallel-thread-execution/#parallel-synchronization-and-communication-instructions-atom;
+// memory model: https://docs.nvidia.com/cuda/parallel-thread-execution/#memory-consistency-model). After a block
+// barrier, its release side orders every thread's earlier writes of the block before the add (the barrier puts them
+// before it in causality order, and release is cumulative), and its acquire side orders the writes that other blocks
+// released before their adds before whatever this block reads after the next barrier: the threadfence-reduction
+// pattern with one fence in one thread instead of a sequentially consistent fence (MEMBAR.SC) in every thread.
+__device__ __forceinline__ int atom_add_acq_rel_gpu(int* p, int v) {
+  int old;
+  asm volatile("atom.acq_rel.gpu.global.add.s32 %0, [%1], %2;\n" : "=r"(old) : "l"(p), "r"(v) : "memory");
+  return old;
+}
+
 // Moves registers between the warpgroups of a block (PTX ISA "setmaxnreg", sm_90a:
 // https://docs.nvidia.com/cuda/parallel-thread-execution/#miscellaneous-instructions-setmaxnreg): every warp of
 // the warpgroup runs it. kInc = false gives the registers above kRegs back to the block's pool; kInc = true waits
