@@ -68,7 +68,24 @@ std::string block_ms_text() {
 GemmDims gate_up_dims(const MoeShape& s) { return GemmDims{2 * s.intermediate, s.hidden}; }
 GemmDims down_dims(const MoeShape& s) { return GemmDims{s.hidden, s.intermediate}; }
 
-int pick_config(const PlanContext& c, KernelFamily family, int block_m, int64_t pairs, GemmDims g) {
+namespace {
+
+// A GEMM's expected work items per K split for T tokens on config r with N = n: its chunks (about the local experts
+// a token reaches under uniform routing, or the local pairs / block_m) x its N tiles.
+double expected_tiles(const PlanContext& c, int64_t num_tokens, const ResidentConfig& r, int64_t n) {
+  const MoeShape& s = *c.shape;
+  const double local_pairs = static_cast<double>(num_tokens) * static_cast<double>(s.top_k) *
+                             static_cast<double>(s.num_experts) / static_cast<double>(s.global_experts());
+  const double chunks = std::max(expected_local_experts(s, num_tokens), local_pairs / r.config.tile.block_m);
+  return chunks * static_cast<double>(n / r.config.tile.block_n);
+}
+
+// How full the persistent blocks' rounds are for `items` work items: items / (rounds x grid).
+double round_fill(double items, int grid) { return items / (std::ceil(items / grid) * grid); }
+
+}  // namespace
+
+int pick_config(const PlanContext& c, KernelFamily family, int block_m, int64_t pairs, GemmDims g, bool gate_up) {
   const auto& v = *c.configs;
   auto fits = [&](const catalogue::ShippedConfig& cfg, bool small_k) {
     return cfg.tile.family == family && cfg.tile.block_m == block_m && cfg.tile.small_k == small_k &&
@@ -79,12 +96,36 @@ int pick_config(const PlanContext& c, KernelFamily family, int block_m, int64_t 
     for (int i = 0; i < static_cast<int>(v.size()); ++i) {
       const auto& cfg = v[static_cast<size_t>(i)].config;
       if (!fits(cfg, small_k)) continue;
-      const bool better = best < 0 || (pairs <= kDeepPipelineMaxPairs
-                                           ? cfg.blocks_per_sm < v[static_cast<size_t>(best)].config.blocks_per_sm
-                                           : cfg.blocks_per_sm > v[static_cast<size_t>(best)].config.blocks_per_sm);
-      if (better) best = i;
+      if (best < 0) {
+        best = i;
+        continue;
+      }
+      const ResidentConfig& b = v[static_cast<size_t>(best)];
+      const ResidentConfig& r = v[static_cast<size_t>(i)];
+      if (pairs <= kMaxFusedRoutingPairs || (gate_up && pairs <= kGateUpDeepPipelineMaxPairs)) {  // the deep config
+        if (r.config.blocks_per_sm < b.config.blocks_per_sm) best = i;
+        continue;
+      }
+      // More blocks per SM (more warps), unless the other config's persistent rounds are kSplitFillGain fuller.
+      const int64_t tokens = pairs / c.shape->top_k;
+      const double fill_r = round_fill(expected_tiles(c, tokens, r, g.n), r.grid);
+      const double fill_b = round_fill(expected_tiles(c, tokens, b, g.n), b.grid);
+      const bool r_wider = r.config.blocks_per_sm > b.config.blocks_per_sm;
+      const double score_r = fill_r + (r_wider ? kSplitFillGain : 0.0), score_b = fill_b + (r_wider ? 0.0 : kSplitFillGain);
+      if (score_r > score_b || (score_r == score_b && r_wider)) best = i;
     }
     if (best >= 0) return best;
+  }
+  return -1;
+}
+
+int pick_split_config(const PlanContext& c, int block_m, GemmDims g) {
+  const auto& v = *c.configs;
+  for (int i = 0; i < static_cast<int>(v.size()); ++i) {
+    const catalogue::ShippedTile& t = v[static_cast<size_t>(i)].config.tile;
+    if (t.family == KernelFamily::kMultistage && t.fused_routing && t.block_m == block_m && g.n % t.block_n == 0 &&
+        g.k % t.block_k == 0)
+      return i;
   }
   return -1;
 }
@@ -93,8 +134,8 @@ bool choose_configs(const PlanContext& c, int block_m, int64_t pairs, GemmChoice
   const GemmDims dims[2] = {gate_up_dims(*c.shape), down_dims(*c.shape)};
   int multistage[2], ws[2];
   for (int g = 0; g < 2; ++g) {
-    multistage[g] = pick_config(c, KernelFamily::kMultistage, block_m, pairs, dims[g]);
-    ws[g] = pick_config(c, KernelFamily::kWarpSpecialized, block_m, pairs, dims[g]);
+    multistage[g] = pick_config(c, KernelFamily::kMultistage, block_m, pairs, dims[g], g == 0);
+    ws[g] = pick_config(c, KernelFamily::kWarpSpecialized, block_m, pairs, dims[g], g == 0);
   }
   // Routing inside the GEMMs needs both GEMMs' kernels to do it (gate_up's block 0 writes the tables the finalize
   // reads; down reads its routing from registers before its programmatic wait).
@@ -146,7 +187,7 @@ int heuristic_block_m(const PlanContext& c, int64_t num_tokens) {
   const int64_t pairs = num_tokens * s.top_k;
   const double mean = static_cast<double>(pairs) / static_cast<double>(s.global_experts());
   const double busiest = mean + 3.0 * std::sqrt(mean);
-  const int ws16 = pick_config(c, KernelFamily::kWarpSpecialized, 16, pairs, gate_up_dims(s));
+  const int ws16 = pick_config(c, KernelFamily::kWarpSpecialized, 16, pairs, gate_up_dims(s), true);
   const BlockMThresholds t = ws16 >= 0 ? kThresholdsWarpSpecialized16 : kThresholdsMultistage16;
   const int want = busiest <= t.to8 ? 8 : busiest <= t.to16 ? 16 : busiest <= t.to32 ? 32 : 64;
   int best = 0, largest = 0;
@@ -165,22 +206,6 @@ int heuristic_block_m(const PlanContext& c, int64_t num_tokens) {
   return best != 0 ? best : largest;
 }
 
-namespace {
-
-// A GEMM's expected work items per K split for T tokens on config r with N = n: its chunks (about the local experts
-// a token reaches under uniform routing, or the local pairs / block_m) x its N tiles.
-double expected_tiles(const PlanContext& c, int64_t num_tokens, const ResidentConfig& r, int64_t n) {
-  const MoeShape& s = *c.shape;
-  const double local_pairs = static_cast<double>(num_tokens) * static_cast<double>(s.top_k) *
-                             static_cast<double>(s.num_experts) / static_cast<double>(s.global_experts());
-  const double chunks = std::max(expected_local_experts(s, num_tokens), local_pairs / r.config.tile.block_m);
-  return chunks * static_cast<double>(n / r.config.tile.block_n);
-}
-
-// How full the persistent blocks' rounds are for `items` work items: items / (rounds x grid).
-double round_fill(double items, int grid) { return items / (std::ceil(items / grid) * grid); }
-
-}  // namespace
 
 int heuristic_down_k_splits(const PlanContext& c, int64_t num_tokens, int index) {
   const MoeShape& s = *c.shape;
@@ -299,15 +324,21 @@ Status make_run_plan(const PlanContext& c, int64_t num_tokens, int block_m, int 
                               std::to_string(s.intermediate / down.config.tile.block_k) + " K tiles of " +
                               std::to_string(down.config.tile.block_k) + " at block_m " + std::to_string(bm));
   }
-  const ResidentConfig& gate_up = (*c.configs)[static_cast<size_t>(ch.gate_up)];
   int gu_splits = gate_up_k_splits;
   if (gu_splits == 0) {
     gu_splits = heuristic_gate_up_k_splits(c, num_tokens, ch.gate_up);
   } else {
-    const int64_t k_tiles = s.hidden / gate_up.config.tile.block_k;
     if (gu_splits != 1 && gu_splits != 2 && gu_splits != 4 && gu_splits != 8)
       return invalid_argument("gate_up_k_splits must be 0 (the layer's choice) or 1, 2, 4 or 8, got " +
                               std::to_string(gu_splits));
+    // A split asked for where the chosen gate_up config has no split-K kernels: the config of the same block_m that
+    // has them, if one is built (sm_90's 8-token tile: the 2-block config beside the 3-block one).
+    if (gu_splits > 1 && !(*c.configs)[static_cast<size_t>(ch.gate_up)].config.tile.fused_routing) {
+      const int split_config = pick_split_config(c, bm, gate_up_dims(s));
+      if (split_config >= 0) ch.gate_up = split_config;
+    }
+    const ResidentConfig& gate_up = (*c.configs)[static_cast<size_t>(ch.gate_up)];
+    const int64_t k_tiles = s.hidden / gate_up.config.tile.block_k;
     if (gu_splits > 1 && !gate_up.config.tile.fused_routing)
       return invalid_argument("gate_up_k_splits " + std::to_string(gu_splits) + ": block_m " + std::to_string(bm) +
                               " runs gate_up on a " + kernel_family_name(gate_up.config.tile.family) +
@@ -321,7 +352,7 @@ Status make_run_plan(const PlanContext& c, int64_t num_tokens, int block_m, int 
   MoeRunPlan p;
   p.num_tokens = num_tokens;
   p.block_m = bm;
-  p.gate_up = gemm_plan(gate_up);
+  p.gate_up = gemm_plan((*c.configs)[static_cast<size_t>(ch.gate_up)]);
   p.down = gemm_plan(down);
   p.down_k_splits = splits;
   p.gate_up_k_splits = gu_splits;

@@ -44,9 +44,10 @@ struct PrefillChunkCosts {
   double tile64, tile128;
 };
 PrefillChunkCosts prefill_chunk_costs(double mean);
-// Where two multistage configs of one block_m are built (sm_90's 8-token tile at 2 and 3 blocks per SM), calls of
-// at most this many pairs take the one with fewer blocks per SM (a deeper pipeline each), larger ones the other.
-inline constexpr int64_t kDeepPipelineMaxPairs = 64;
+// gate_up calls of at most this many pairs take the deep (2-block) config of sm_90's 8-token tile whatever the
+// expected round fill (its items stream the whole K = H: the unsharded GLM-5 gate_up at T=8 was 4.5% slower on the
+// 3-block config, whose rounds are expected 7% less full).
+inline constexpr int64_t kGateUpDeepPipelineMaxPairs = 64;
 // Above this many tokens the heuristic never splits the down GEMM's K (the items are many; each split adds
 // partial sums).
 inline constexpr int64_t kMaxSplitTokens = 64;
@@ -69,10 +70,17 @@ struct GemmDims {
 GemmDims gate_up_dims(const MoeShape& s);
 GemmDims down_dims(const MoeShape& s);
 
-// The resident config of `family` and `block_m` for one GEMM: among those whose tile divides it, a primary tile
-// over a small-K one; among multistage ones, where two are built (sm_90's 8-token tile at 2 and 3 blocks per SM),
-// the deeper pipeline up to kDeepPipelineMaxPairs pairs and the one with more warps above. -1 when none.
-int pick_config(const PlanContext& c, KernelFamily family, int block_m, int64_t pairs, GemmDims g);
+// The resident config of `family` and `block_m` for one GEMM (gate_up or down): among those whose tile divides it, a
+// primary tile over a small-K one. Among multistage ones, where two are built (sm_90's 8-token tile at 2 and 3 blocks
+// per SM): up to kMaxFusedRoutingPairs pairs the deeper pipeline (2 blocks: its kernels route the pairs themselves),
+// for gate_up up to kGateUpDeepPipelineMaxPairs; above, the one with more warps (3 blocks) unless the other's
+// persistent rounds are expected kSplitFillGain fuller for this GEMM's work items (a TP or EP shard's gate_up at
+// T=16 or 128 and EP8's down at T=5: few work items; docs/perf/shards.md). -1 when none.
+int pick_config(const PlanContext& c, KernelFamily family, int block_m, int64_t pairs, GemmDims g, bool gate_up);
+
+// The resident multistage config of `block_m` that has split-K gate_up kernels (a decode tile: fused_routing in the
+// catalogue) and divides the GEMM `g`; -1 when none.
+int pick_split_config(const PlanContext& c, int block_m, GemmDims g);
 
 // The configs of block_m for both GEMMs of a call with `pairs` pairs: the warp-specialized ones where resident,
 // unless the call is few enough pairs for multistage configs of both GEMMs to route them themselves. false when a

@@ -327,6 +327,16 @@ TEST(MoeShards, GateUpSplitKMatchesTheReferenceAndIsDeterministic) {
       c.gate_up_k_splits = splits;
       cases.push_back(c);
     }
+  // Where the layer's own gate_up config has no split-K kernels (on the H200: the 8-token tile's 3-block config for 888
+  // expected work items, the warp-specialized 16-token tile), a forced split takes the block_m's config that has them.
+  {
+    Case c{64, 256, 2048, 256, 8, Routing::kUniform, 8};  // 512 pairs on 256 experts
+    c.gate_up_k_splits = 2;
+    cases.push_back(c);
+    Case d{24, 32, 2048, 256, 8, Routing::kUniform, 16};  // 192 pairs
+    d.gate_up_k_splits = 4;
+    cases.push_back(d);
+  }
   {  // a split down K as well, fused routing, the up-first order, the small-K down tile (I = 192)
     Case c{3, 8, 1024, 192, 8, Routing::kUniform, 8, FinalizeMode::kDeterministic, false};
     c.gate_up_k_splits = 4;

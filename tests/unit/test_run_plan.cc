@@ -85,13 +85,19 @@ TEST(RunPlan, H200Glm5TilesFollowTheBusiestExpert) {
   EXPECT_EQ(f.plan(4096).gate_up.family, KernelFamily::kWarpSpecialized);
   // Above kMaxSplitTokens the down GEMM is never split.
   EXPECT_EQ(f.plan(65).down_k_splits, 1);
-  // The unsharded shape: both GEMMs run the same config at every T.
+  // The unsharded shape: both GEMMs run the same tile at every T, and the same config except at T=8, where gate_up
+  // (64 pairs) keeps the 8-token tile's deep config and down takes the 3-block one (its 2736 expected items fill
+  // 98.7% of 7 rounds of 396 blocks, 94% of 11 rounds of 264).
   for (int64_t T : {1, 8, 64, 192, 512, 4096}) {
     const MoeRunPlan q = f.plan(T);
     EXPECT_EQ(q.gate_up.family, q.down.family) << T;
     EXPECT_EQ(q.gate_up.block_k, q.down.block_k) << T;
-    EXPECT_EQ(q.gate_up.grid, q.down.grid) << T;
+    if (T != 8) {
+      EXPECT_EQ(q.gate_up.grid, q.down.grid) << T;
+    }
   }
+  EXPECT_EQ(f.plan(8).gate_up.grid, 2 * 132);
+  EXPECT_EQ(f.plan(8).down.grid, 3 * 132);
   // to_string says it all in one line.
   const std::string s = f.plan(192).to_string();
   for (const char* part : {"T=192", "block_m 16, both GEMMs warp-specialized 256x128", "stages", "wgmma", "deterministic finalize"})
@@ -103,6 +109,40 @@ TEST(RunPlan, H200Glm5TilesFollowTheBusiestExpert) {
 // T=4096, whose second chunk multiplies 64 tokens; long runs of full chunks at T=16384), the 64-token tile where
 // one 64-row chunk holds about half the experts (T=2048: within the margin) or all of them (T=1024); never without
 // the warp-specialized kernels or on sm_120.
+// sm_90's 8-token tile at 2 and 3 blocks per SM, chosen per GEMM: the deep (2-block) config up to 32 pairs (fused
+// routing) and for gate_up up to 64; above, the 3-block one unless the deep one's rounds are expected 10 points
+// fuller. GLM-5 TP8 (gate_up: 4 N tiles of 128 per chunk): T=16 gate_up 412 items, 78% of 2 rounds of 264 against 52%
+// of 2 of 396 -> deep; T=32 656 items, 83% either way -> 3 blocks; T=64 888, 84% against 75% -> 3 blocks; T=128
+// 1004, 95% against 85% -> deep. Down (48 N tiles per chunk) takes 3 blocks from T=5 on; EP8's down at T=5 (about
+// 4.8 local chunks, 232 items: 88% against 59%) the deep one.
+TEST(RunPlan, EightTokenTileConfigFollowsTheExpectedRoundFillPerGemm) {
+  Fixture f = h200();
+  f.shape = MoeShape{256, 6144, 256, 8};  // TP8
+  auto grids = [&](int64_t T) {
+    const MoeRunPlan p = f.plan(T, 8);
+    return std::pair<int, int>{p.gate_up.grid / 132, p.down.grid / 132};
+  };
+  EXPECT_EQ(grids(4), (std::pair<int, int>{2, 2})) << "32 pairs: the fused-routing kernels";
+  EXPECT_EQ(grids(5), (std::pair<int, int>{2, 3}));
+  EXPECT_EQ(grids(8), (std::pair<int, int>{2, 3}));
+  EXPECT_EQ(grids(16), (std::pair<int, int>{2, 3}));
+  EXPECT_EQ(grids(32), (std::pair<int, int>{3, 3}));
+  EXPECT_EQ(grids(64), (std::pair<int, int>{3, 3}));
+  EXPECT_EQ(grids(128), (std::pair<int, int>{2, 3}));
+  f.shape = MoeShape{32, 6144, 2048, 8, 256, 0};  // EP8
+  EXPECT_EQ(grids(5), (std::pair<int, int>{2, 2}));
+  EXPECT_EQ(grids(8), (std::pair<int, int>{2, 3}));
+  EXPECT_EQ(grids(128), (std::pair<int, int>{2, 3}));
+  // The split-K gate_up kernels are on the deep config: a forced split there keeps it, and one where the layer would
+  // take the 3-block config takes the deep one for gate_up only.
+  f.shape = MoeShape{256, 6144, 256, 8};
+  MoeRunPlan p;
+  ASSERT_TRUE(make_run_plan(f.ctx(), 64, 8, 0, &p, nullptr, 2).is_ok());
+  EXPECT_EQ(p.gate_up_k_splits, 2);
+  EXPECT_EQ(p.gate_up.grid, 2 * 132);
+  EXPECT_EQ(p.down.grid, 3 * 132);
+}
+
 TEST(RunPlan, PrefillTileWhereItsChunksPay) {
   const PrefillChunkCosts c96 = prefill_chunk_costs(96.0), c128 = prefill_chunk_costs(128.0);
   EXPECT_NEAR(c96.tile64, 2.0, 0.01);
