@@ -32,7 +32,8 @@ std::string MoeRunPlan::to_string() const {
            (finalize == FinalizeMode::kDeterministicBf16 ? "bf16" : "fp32") + " terms, fixed order)" +
            (programmatic_launch ? ", programmatic launch" : "") + " (at most " + std::to_string(kMaxDirectDecodePairs) +
            " pairs, nothing forced)";
-  const bool same = gate_up.family == down.family && gate_up.block_n == down.block_n && gate_up.block_k == down.block_k;
+  // (every field: sm_90's 8-token tile has two configs of one tile, which differ in stages and blocks only)
+  const bool same = gate_up.to_string() == down.to_string();
   std::string s = "T=" + std::to_string(num_tokens) + " -> block_m " + std::to_string(block_m) + ", " +
                   (same ? "both GEMMs " + gate_up.to_string()
                         : "gate_up " + gate_up.to_string() + "; down " + down.to_string()) +
@@ -205,7 +206,6 @@ int heuristic_block_m(const PlanContext& c, int64_t num_tokens) {
   }
   return best != 0 ? best : largest;
 }
-
 
 int heuristic_down_k_splits(const PlanContext& c, int64_t num_tokens, int index) {
   const MoeShape& s = *c.shape;

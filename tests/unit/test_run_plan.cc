@@ -98,17 +98,17 @@ TEST(RunPlan, H200Glm5TilesFollowTheBusiestExpert) {
   }
   EXPECT_EQ(f.plan(8).gate_up.grid, 2 * 132);
   EXPECT_EQ(f.plan(8).down.grid, 3 * 132);
+  // The plan's text names each GEMM's config where they differ in anything, here only in stages and blocks.
+  const std::string t8 = f.plan(8).to_string();
+  EXPECT_NE(t8.find("gate_up multistage 128x256, 5 stages"), std::string::npos) << t8;
+  EXPECT_NE(t8.find("down multistage 128x256, 3 stages"), std::string::npos) << t8;
+  EXPECT_NE(t8.find("396 blocks"), std::string::npos) << t8;
   // to_string says it all in one line.
   const std::string s = f.plan(192).to_string();
   for (const char* part : {"T=192", "block_m 16, both GEMMs warp-specialized 256x128", "stages", "wgmma", "deterministic finalize"})
     EXPECT_NE(s.find(part), std::string::npos) << part << " in " << s;
 }
 
-// Above 64 tokens per chunk: the 128-token tile where the expected chunk costs favour it (one 128-row chunk holds an
-// expert's 65..128 tokens that the 64-token tile splits in two: GLM-5 at T=3072, 96 per expert; 128 per expert at
-// T=4096, whose second chunk multiplies 64 tokens; long runs of full chunks at T=16384), the 64-token tile where
-// one 64-row chunk holds about half the experts (T=2048: within the margin) or all of them (T=1024); never without
-// the warp-specialized kernels or on sm_120.
 // sm_90's 8-token tile at 2 and 3 blocks per SM, chosen per GEMM: the deep (2-block) config up to 32 pairs (fused
 // routing) and for gate_up up to 64; above, the 3-block one unless the deep one's rounds are expected 10 points
 // fuller. GLM-5 TP8 (gate_up: 4 N tiles of 128 per chunk): T=16 gate_up 412 items, 78% of 2 rounds of 264 against 52%
@@ -143,6 +143,11 @@ TEST(RunPlan, EightTokenTileConfigFollowsTheExpectedRoundFillPerGemm) {
   EXPECT_EQ(p.down.grid, 3 * 132);
 }
 
+// Above 64 tokens per chunk: the 128-token tile where the expected chunk costs favour it (one 128-row chunk holds an
+// expert's 65..128 tokens that the 64-token tile splits in two: GLM-5 at T=3072, 96 per expert; 128 per expert at
+// T=4096, whose second chunk multiplies 64 tokens; long runs of full chunks at T=16384), the 64-token tile where
+// one 64-row chunk holds about half the experts (T=2048: within the margin) or all of them (T=1024); never without
+// the warp-specialized kernels or on sm_120.
 TEST(RunPlan, PrefillTileWhereItsChunksPay) {
   const PrefillChunkCosts c96 = prefill_chunk_costs(96.0), c128 = prefill_chunk_costs(128.0);
   EXPECT_NEAR(c96.tile64, 2.0, 0.01);
