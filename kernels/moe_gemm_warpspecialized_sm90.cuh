@@ -184,7 +184,7 @@ __device__ __forceinline__ void moe_gemm_ws_body(const MoeGemmParams& p, const M
     using R = MoeGemmWsRecord;
     const uint8_t* rec = record(held);
     const int row0 = *reinterpret_cast<const int32_t*>(rec + R::kRow0), rows = *reinterpret_cast<const int32_t*>(rec + R::kRows);
-    EpilogueRows pre{*reinterpret_cast<const float*>(rec + R::kAlpha), {0, 0}, {0.0f, 0.0f}};
+    EpilogueRows pre{*reinterpret_cast<const float*>(rec + R::kAlpha), {}, {}};
     if constexpr (kRecord == ItemRecord::kRows) {
 #pragma unroll
       for (int h = 0; h < (Cfg::kBlockM + 31) / 32; ++h) {

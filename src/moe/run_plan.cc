@@ -86,11 +86,12 @@ double round_fill(double items, int grid) { return items / (std::ceil(items / gr
 
 }  // namespace
 
-int pick_config(const PlanContext& c, KernelFamily family, int block_m, int64_t pairs, GemmDims g, bool gate_up) {
+int pick_config(const PlanContext& c, KernelFamily family, int block_m, int64_t pairs, GemmDims g, bool gate_up,
+                bool split_k) {
   const auto& v = *c.configs;
   auto fits = [&](const catalogue::ShippedConfig& cfg, bool small_k) {
     return cfg.tile.family == family && cfg.tile.block_m == block_m && cfg.tile.small_k == small_k &&
-           g.n % cfg.tile.block_n == 0 && g.k % cfg.tile.block_k == 0;
+           g.n % cfg.tile.block_n == 0 && g.k % cfg.tile.block_k == 0 && (!split_k || cfg.tile.fused_routing);
   };
   for (bool small_k : {false, true}) {  // a primary tile, else a small-K one
     int best = -1;
@@ -107,31 +108,21 @@ int pick_config(const PlanContext& c, KernelFamily family, int block_m, int64_t 
         if (r.config.blocks_per_sm < b.config.blocks_per_sm) best = i;
         continue;
       }
-      // More blocks per SM (more warps), unless the other config's persistent rounds are kSplitFillGain fuller.
+      // More blocks per SM (more warps), unless the deeper config's persistent rounds are kSplitFillGain fuller.
       const int64_t tokens = pairs / c.shape->top_k;
-      const double fill_r = round_fill(expected_tiles(c, tokens, r, g.n), r.grid);
-      const double fill_b = round_fill(expected_tiles(c, tokens, b, g.n), b.grid);
-      const bool r_wider = r.config.blocks_per_sm > b.config.blocks_per_sm;
-      const double score_r = fill_r + (r_wider ? kSplitFillGain : 0.0), score_b = fill_b + (r_wider ? 0.0 : kSplitFillGain);
-      if (score_r > score_b || (score_r == score_b && r_wider)) best = i;
+      const bool r_deeper = r.config.blocks_per_sm < b.config.blocks_per_sm;
+      const ResidentConfig& deep = r_deeper ? r : b;
+      const ResidentConfig& wide = r_deeper ? b : r;
+      const bool take_deep = round_fill(expected_tiles(c, tokens, deep, g.n), deep.grid) >
+                             round_fill(expected_tiles(c, tokens, wide, g.n), wide.grid) + kSplitFillGain;
+      if (take_deep == r_deeper) best = i;
     }
     if (best >= 0) return best;
   }
   return -1;
 }
 
-int pick_split_config(const PlanContext& c, int block_m, GemmDims g) {
-  const auto& v = *c.configs;
-  for (int i = 0; i < static_cast<int>(v.size()); ++i) {
-    const catalogue::ShippedTile& t = v[static_cast<size_t>(i)].config.tile;
-    if (t.family == KernelFamily::kMultistage && t.fused_routing && t.block_m == block_m && g.n % t.block_n == 0 &&
-        g.k % t.block_k == 0)
-      return i;
-  }
-  return -1;
-}
-
-bool choose_configs(const PlanContext& c, int block_m, int64_t pairs, GemmChoice* out) {
+bool choose_configs(const PlanContext& c, int block_m, int64_t pairs, GemmChoice* out, bool gate_up_split_k) {
   const GemmDims dims[2] = {gate_up_dims(*c.shape), down_dims(*c.shape)};
   int multistage[2], ws[2];
   for (int g = 0; g < 2; ++g) {
@@ -143,9 +134,13 @@ bool choose_configs(const PlanContext& c, int block_m, int64_t pairs, GemmChoice
   const bool fuse = c.options->fuse_small_routing && pairs >= 1 && pairs <= kMaxFusedRoutingPairs && multistage[0] >= 0 &&
                     multistage[1] >= 0 && (*c.configs)[static_cast<size_t>(multistage[0])].config.tile.fused_routing &&
                     (*c.configs)[static_cast<size_t>(multistage[1])].config.tile.fused_routing;
+  // A gate_up K split asked for by the caller needs a config with split-K kernels (a decode tile); where this
+  // block_m has one, gate_up takes it (sm_90: the 8-token tile's 2-block config beside the 3-block one, the multistage
+  // 16-token tile beside the warp-specialized one).
+  const int split = gate_up_split_k ? pick_config(c, KernelFamily::kMultistage, block_m, pairs, dims[0], true, true) : -1;
   GemmChoice ch;
   ch.fused_routing = fuse;
-  ch.gate_up = !fuse && ws[0] >= 0 ? ws[0] : multistage[0] >= 0 ? multistage[0] : ws[0];
+  ch.gate_up = split >= 0 ? split : !fuse && ws[0] >= 0 ? ws[0] : multistage[0] >= 0 ? multistage[0] : ws[0];
   ch.down = !fuse && ws[1] >= 0 ? ws[1] : multistage[1] >= 0 ? multistage[1] : ws[1];
   if (ch.gate_up < 0 || ch.down < 0) return false;
   *out = ch;
@@ -309,7 +304,7 @@ Status make_run_plan(const PlanContext& c, int64_t num_tokens, int block_m, int 
     }
   }
   GemmChoice ch;
-  if (!choose_configs(c, bm, pairs, &ch))
+  if (!choose_configs(c, bm, pairs, &ch, gate_up_k_splits > 1))
     return invalid_argument("block_m " + std::to_string(bm) + " has no kernel config on this GPU for both GEMMs of this shape " +
                             "(shipped block_ms: " + block_ms_text() + ")");
   const ResidentConfig& down = (*c.configs)[static_cast<size_t>(ch.down)];
@@ -331,12 +326,6 @@ Status make_run_plan(const PlanContext& c, int64_t num_tokens, int block_m, int 
     if (gu_splits != 1 && gu_splits != 2 && gu_splits != 4 && gu_splits != 8)
       return invalid_argument("gate_up_k_splits must be 0 (the layer's choice) or 1, 2, 4 or 8, got " +
                               std::to_string(gu_splits));
-    // A split asked for where the chosen gate_up config has no split-K kernels: the config of the same block_m that
-    // has them, if one is built (sm_90's 8-token tile: the 2-block config beside the 3-block one).
-    if (gu_splits > 1 && !(*c.configs)[static_cast<size_t>(ch.gate_up)].config.tile.fused_routing) {
-      const int split_config = pick_split_config(c, bm, gate_up_dims(s));
-      if (split_config >= 0) ch.gate_up = split_config;
-    }
     const ResidentConfig& gate_up = (*c.configs)[static_cast<size_t>(ch.gate_up)];
     const int64_t k_tiles = s.hidden / gate_up.config.tile.block_k;
     if (gu_splits > 1 && !gate_up.config.tile.fused_routing)

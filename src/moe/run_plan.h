@@ -75,21 +75,20 @@ GemmDims down_dims(const MoeShape& s);
 // per SM): up to kMaxFusedRoutingPairs pairs the deeper pipeline (2 blocks: its kernels route the pairs themselves),
 // for gate_up up to kGateUpDeepPipelineMaxPairs; above, the one with more warps (3 blocks) unless the other's
 // persistent rounds are expected kSplitFillGain fuller for this GEMM's work items (a TP or EP shard's gate_up at
-// T=16 or 128 and EP8's down at T=5: few work items; docs/perf/shards.md). -1 when none.
-int pick_config(const PlanContext& c, KernelFamily family, int block_m, int64_t pairs, GemmDims g, bool gate_up);
-
-// The resident multistage config of `block_m` that has split-K gate_up kernels (a decode tile: fused_routing in the
-// catalogue) and divides the GEMM `g`; -1 when none.
-int pick_split_config(const PlanContext& c, int block_m, GemmDims g);
+// T=16 or 128 and EP8's down at T=5: few work items; docs/perf/shards.md). split_k: only configs with split-K gate_up
+// kernels (the decode tiles: fused_routing in the catalogue). -1 when none.
+int pick_config(const PlanContext& c, KernelFamily family, int block_m, int64_t pairs, GemmDims g, bool gate_up,
+                bool split_k = false);
 
 // The configs of block_m for both GEMMs of a call with `pairs` pairs: the warp-specialized ones where resident,
-// unless the call is few enough pairs for multistage configs of both GEMMs to route them themselves. false when a
-// GEMM has no config of that block_m.
+// unless the call is few enough pairs for multistage configs of both GEMMs to route them themselves; with
+// gate_up_split_k (a caller's gate_up K split) gate_up's config with split-K kernels where the block_m has one. false
+// when a GEMM has no config of that block_m.
 struct GemmChoice {
   int gate_up = -1, down = -1;
   bool fused_routing = false;
 };
-bool choose_configs(const PlanContext& c, int block_m, int64_t pairs, GemmChoice* out);
+bool choose_configs(const PlanContext& c, int block_m, int64_t pairs, GemmChoice* out, bool gate_up_split_k = false);
 
 // The heuristic's block_m for T tokens: the smallest block_m at or above the thresholds' choice that has configs
 // for both GEMMs (the busiest expert counts tokens over the model's experts: num_global_experts).
