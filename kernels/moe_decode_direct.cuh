@@ -65,8 +65,12 @@ __device__ __forceinline__ void direct_group(float (&acc)[4], const uint4 wq, co
 // blocks take one chunk and few exit idle: an EP rank's step has T k pairs but about T k / ep local chunks). The
 // forward pass's first kernel: it lets the down kernel launch at once, whose blocks route and load their first
 // weights while these stream theirs.
+// Each warp's K range arrives by bulk copies issued by its lane 0 right after the routing (weights, scales and, for
+// the first chunk, the tokens' activations), in two halves on two mbarriers, so the whole tile is in flight after one
+// round trip for the ids and the first half is multiplied while the second lands. (Per-lane loads through registers
+// took two batches, each a round trip: docs/perf/history.md.)
 // kChunkLoop: false where the grid has a block per tile for every chunk a call can have (gate_up_chunk_blocks = the
-// pairs: a TP shard's step), so no block loops (the loop's registers cost that case 5%: docs/perf/history.md).
+// pairs: a TP shard's step), so no block loops.
 template <bool kChunkLoop>
 __global__ void __launch_bounds__(kDirectThreads, kDirectMinBlocks) moe_direct_gate_up_kernel(const DirectDecodeParams p) {
   extern __shared__ __align__(16) uint8_t smem[];
@@ -75,57 +79,82 @@ __global__ void __launch_bounds__(kDirectThreads, kDirectMinBlocks) moe_direct_g
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   const int n = 2 * p.intermediate, n16 = n / 16;
   const int tile = blockIdx.x % n16;
-  const WarpRouting wr = warp_routing(p.ex.routing, p.ex.num_global_experts, blockIdx.x == 0);
-  const DirectGateUpSmem L = direct_gate_up_smem(p.ex.routing.num_pairs);
+  const DirectGateUpSmem L = direct_gate_up_smem(p.num_tokens, p.hidden_dim);
   const int groups = p.hidden_dim / pack::kGroupK;
   const int g_begin = warp * groups / kDirectWarps, g_end = (warp + 1) * groups / kDirectWarps;
-  uint8_t* xs = smem + warp * L.warp_bytes;
-  float* red = reinterpret_cast<float*>(smem + L.red_offset);
+  const int g_mid = g_begin + (g_end - g_begin + 1) / 2;  // first group of the second half
+  uint8_t* ws = smem + warp * L.w_warp_bytes;              // this warp's weights: group g at (g - g_begin) * 512
+  uint8_t* ss = smem + L.s_offset + warp * L.s_warp_bytes;  // and scales: at (g - g_begin) * 64
+  uint8_t* xs = smem + L.x_offset;                          // token t's row at t * row_stride, group g at g * 128
+  const uint32_t bar0 = ptx::smem_addr(smem + L.bar_offset + warp * 16), bar1 = bar0 + 8;
+  if (lane == 0) {
+    ptx::mbarrier_init(bar0, 1);
+    ptx::mbarrier_init(bar1, 1);
+    ptx::fence_mbarrier_init();
+  }
+  __syncwarp();  // (the other lanes wait on the barriers lane 0 initialised)
+  const WarpRouting wr = warp_routing(p.ex.routing, p.ex.num_global_experts, blockIdx.x == 0);
   const int g8 = lane >> 2, t4 = lane & 3;
+  uint32_t parity = 0;
   for (int chunk = blockIdx.x / n16; chunk < wr.num_chunks; chunk += p.gate_up_chunk_blocks) {  // (block-uniform)
-    if (kChunkLoop && chunk >= p.gate_up_chunk_blocks) __syncthreads();  // warp 0 has read the previous chunk's sums
+    const bool first = chunk < p.gate_up_chunk_blocks;
+    if (kChunkLoop && !first) __syncthreads();  // warp 0 has read the previous chunk's sums
     const int e = wr.expert(chunk), row0 = wr.start(chunk), rows = wr.rows(chunk);
-    const uint8_t* wsrc = p.w13 + pack::weight_group_offset(e, tile, 0, n, p.hidden_dim) + lane * 16;
-    const uint8_t* ssrc = p.s13 + pack::scale_group_offset(e, tile, 0, n, p.hidden_dim) + (lane >> 2) * 8;
-    // Columns past the chunk's rows read its last row: their sums are never stored (mma columns are independent).
-    const uint8_t* x_lane = xs + min(lane & 7, rows - 1) * L.row_stride + (lane >> 3) * 16;
-    float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-    constexpr int kB = kDirectGateUpBatch;
-    for (int b0 = g_begin; b0 < g_end; b0 += kB) {
-      const int nb = min(kB, g_end - b0);
-      uint4 wq[kB];
-      uint2 sq[kB];
+    if (lane == 0) {
+      // (The block barrier above: warp 0 has read every warp's sums over its weights. Those generic-proxy reads
+      // come before the copies that overwrite them.)
+      if (!first) ptx::fence_proxy_async_shared();
+      const uint8_t* wsrc = p.w13 + pack::weight_group_offset(e, tile, 0, n, p.hidden_dim);
+      const uint8_t* ssrc = p.s13 + pack::scale_group_offset(e, tile, 0, n, p.hidden_dim);
 #pragma unroll
-      for (int i = 0; i < kB; ++i)
-        if (i < nb) {
-          wq[i] = __ldg(reinterpret_cast<const uint4*>(wsrc + (b0 + i) * pack::kWeightGroupBytes));
-          sq[i] = __ldg(reinterpret_cast<const uint2*>(ssrc + (b0 + i) * pack::kScaleGroupBytes));
+      for (int h = 0; h < 2; ++h) {
+        const int ga = h == 0 ? g_begin : g_mid, gb = h == 0 ? g_mid : g_end, ng = gb - ga;
+        const uint32_t bar = h == 0 ? bar0 : bar1;
+        const uint32_t x_bytes = first ? static_cast<uint32_t>(p.num_tokens * ng * pack::kGroupK * 2) : 0u;
+        ptx::mbarrier_arrive_expect_tx(bar, static_cast<uint32_t>(ng * (pack::kWeightGroupBytes + pack::kScaleGroupBytes)) + x_bytes);
+        if (ng > 0) {
+          ptx::cp_async_bulk_g2s(ws + (ga - g_begin) * pack::kWeightGroupBytes, wsrc + ga * pack::kWeightGroupBytes,
+                                 ng * pack::kWeightGroupBytes, bar);
+          ptx::cp_async_bulk_g2s(ss + (ga - g_begin) * pack::kScaleGroupBytes, ssrc + ga * pack::kScaleGroupBytes,
+                                 ng * pack::kScaleGroupBytes, bar);
+          if (first)
+            for (int t = 0; t < p.num_tokens; ++t)
+              ptx::cp_async_bulk_g2s(xs + t * L.row_stride + ga * pack::kGroupK * 2,
+                                     p.hidden + static_cast<int64_t>(t) * p.hidden_dim + ga * pack::kGroupK,
+                                     ng * pack::kGroupK * 2, bar);
         }
-      // The batch's activations of the chunk's tokens, staged while the weights are on their way.
-      __syncwarp();  // (the previous batch's ldmatrix reads are done)
-      for (int m = 0; m < rows; ++m) {
-        const int64_t tok = wr.pair(row0 + m) / p.top_k;  // (warp-uniform)
-        const uint4* src = reinterpret_cast<const uint4*>(p.hidden + tok * p.hidden_dim + b0 * pack::kGroupK);
-        for (int c = lane; c < nb * 8; c += 32)
-          *reinterpret_cast<uint4*>(xs + m * L.row_stride + c * 16) = __ldg(src + c);
       }
-      __syncwarp();
-#pragma unroll
-      for (int i = 0; i < kB; ++i)
-        if (i < nb) direct_group(acc, wq[i], sq[i], x_lane + i * 128, p.ex.dequant_mul);
     }
-    // The warps' sums in warp order (= K order), then the SwiGLU of rows g (gate) and g + 8 (up) of the tile.
-    *reinterpret_cast<float4*>(red + (warp * 32 + lane) * 4) = make_float4(acc[0], acc[1], acc[2], acc[3]);
+    // Column m of the mma is the chunk's row m: its token's staged row (rows past the chunk's read its last row;
+    // their sums are never stored, mma columns being independent).
+    const int tok = wr.pair(row0 + min(lane & 7, rows - 1)) / p.top_k;
+    const uint8_t* x_lane = xs + tok * L.row_stride + (lane >> 3) * 16;
+    float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+    ptx::mbarrier_wait(bar0, parity);
+    for (int g = g_begin; g < g_mid; ++g)
+      direct_group(acc, *reinterpret_cast<const uint4*>(ws + (g - g_begin) * pack::kWeightGroupBytes + lane * 16),
+                   *reinterpret_cast<const uint2*>(ss + (g - g_begin) * pack::kScaleGroupBytes + (lane >> 2) * 8),
+                   x_lane + g * 128, p.ex.dequant_mul);
+    ptx::mbarrier_wait(bar1, parity);
+    for (int g = g_mid; g < g_end; ++g)
+      direct_group(acc, *reinterpret_cast<const uint4*>(ws + (g - g_begin) * pack::kWeightGroupBytes + lane * 16),
+                   *reinterpret_cast<const uint2*>(ss + (g - g_begin) * pack::kScaleGroupBytes + (lane >> 2) * 8),
+                   x_lane + g * 128, p.ex.dequant_mul);
+    parity ^= 1u;
+    // The warps' sums in warp order (= K order), each over its own weights, then the SwiGLU of rows g (gate) and
+    // g + 8 (up) of the tile.
+    __syncwarp();
+    *reinterpret_cast<float4*>(ws + lane * 16) = make_float4(acc[0], acc[1], acc[2], acc[3]);
     __syncthreads();
     if (warp == 0) {
       const float alpha = p.alpha13[e];
       float s[4];
 #pragma unroll
-      for (int j = 0; j < 4; ++j) s[j] = red[lane * 4 + j];
+      for (int j = 0; j < 4; ++j) s[j] = reinterpret_cast<const float*>(smem + lane * 16)[j];
 #pragma unroll
       for (int w = 1; w < kDirectWarps; ++w)
 #pragma unroll
-        for (int j = 0; j < 4; ++j) s[j] = s[j] + red[(w * 32 + lane) * 4 + j];
+        for (int j = 0; j < 4; ++j) s[j] = s[j] + reinterpret_cast<const float*>(smem + w * L.w_warp_bytes + lane * 16)[j];
 #pragma unroll
       for (int c = 0; c < 2; ++c) {
         const int m = t4 * 2 + c;
@@ -142,14 +171,19 @@ __global__ void __launch_bounds__(kDirectThreads, kDirectMinBlocks) moe_direct_g
 // the call's chunks (warp w: chunks w, w + 8, ...); with fewer chunks than warps, kDirectWarps / chunks warps
 // split each chunk's K and their sums are added in K order. Launched as a programmatic dependent of gate_up: the
 // routing and the first weights do not depend on it; the SwiGLU rows are read after griddepcontrol.wait.
-__global__ void __launch_bounds__(kDirectThreads, kDirectMinBlocks) moe_direct_down_kernel(const DirectDecodeParams p) {
+// Weights in batches of kDirectDownBatch K groups: kStageWeights, by two bulk copies of lane 0 into the warp's slots
+// (fewer registers: more blocks resident beside gate_up's); else by each lane's own loads into registers.
+// direct_down_stages_weights says which (the plan's MoeDirectPlan::down_stages_weights).
+template <bool kStageWeights>
+__global__ void __launch_bounds__(kDirectThreads, kStageWeights ? kDirectDownMinBlocks : kDirectMinBlocks)
+    moe_direct_down_kernel(const DirectDecodeParams p) {
   extern __shared__ __align__(16) uint8_t smem[];
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   const int H = p.hidden_dim, I = p.intermediate, tile = blockIdx.x;
   const int pairs = p.ex.routing.num_pairs;
   const WarpRouting wr = warp_routing(p.ex.routing, p.ex.num_global_experts, false);
   const int nc = wr.num_chunks;
-  const DirectDownSmem L = direct_down_smem(pairs, I);
+  const DirectDownSmem L = direct_down_smem(pairs, I, kStageWeights);
   const int groups = I / pack::kGroupK;
   const int parts = (nc >= kDirectWarps || nc == 0) ? 1 : kDirectWarps / nc;
   const int part = parts == 1 ? 0 : warp / nc;
@@ -157,25 +191,45 @@ __global__ void __launch_bounds__(kDirectThreads, kDirectMinBlocks) moe_direct_d
   int c = parts == 1 ? warp : warp % nc;  // this warp's chunk
   const int gk0 = part * groups / parts, gk1 = (part + 1) * groups / parts;
   constexpr int kB = kDirectDownBatch;
-  uint4 wq[kB];
-  uint2 sq[kB];
-  const uint8_t* wsrc = nullptr;
-  const uint8_t* ssrc = nullptr;
-  // The weights of groups [b0, b0 + kB) of chunk cc (wsrc/ssrc: its expert's tile, set when b0 == gk0).
-  auto load = [&](int cc, int b0) {
-    if (b0 == gk0) {
-      const int e = wr.expert(cc);
-      wsrc = p.w2 + pack::weight_group_offset(e, tile, 0, H, I) + lane * 16;
-      ssrc = p.s2 + pack::scale_group_offset(e, tile, 0, H, I) + (lane >> 2) * 8;
+  uint8_t* ws = smem + warp * L.w_warp_bytes;  // this warp's slots: group b0 + i's weights at i * 512
+  uint8_t* ss = smem + L.s_offset + warp * L.s_warp_bytes;  // and scales at i * 64
+  const uint32_t bar = ptx::smem_addr(smem + L.bar_offset + warp * 8);
+  uint32_t parity = 0;
+  if constexpr (kStageWeights) {
+    if (lane == 0) {
+      ptx::mbarrier_init(bar, 1);
+      ptx::fence_mbarrier_init();
     }
-#pragma unroll
-    for (int i = 0; i < kB; ++i)
-      if (b0 + i < gk1) {
-        wq[i] = __ldg(reinterpret_cast<const uint4*>(wsrc + (b0 + i) * pack::kWeightGroupBytes));
-        sq[i] = __ldg(reinterpret_cast<const uint2*>(ssrc + (b0 + i) * pack::kScaleGroupBytes));
+    __syncwarp();  // (the other lanes wait on the barrier lane 0 initialised)
+  }
+  [[maybe_unused]] uint4 wq[kStageWeights ? 1 : kB];
+  [[maybe_unused]] uint2 sq[kStageWeights ? 1 : kB];
+  // Groups [b0, min(b0 + kB, gk1)) of chunk cc. Staged: lane 0 puts them in flight by two bulk copies (a 16-row
+  // tile's prepacked weights and scales are contiguous along K) once the lanes have read the previous batch (the
+  // callers' __syncwarp); else each lane loads its 16 weight and 8 scale bytes of each group.
+  auto load = [&](int cc, int b0, bool reuse) {
+    const int e = wr.expert(cc), ng = min(kB, gk1 - b0);  // (a shuffle: every lane)
+    if constexpr (kStageWeights) {
+      if (lane == 0) {
+        if (reuse) ptx::fence_proxy_async_shared();  // (those generic-proxy reads before the copies overwrite them)
+        ptx::mbarrier_arrive_expect_tx(bar, static_cast<uint32_t>(ng * (pack::kWeightGroupBytes + pack::kScaleGroupBytes)));
+        if (ng > 0) {  // (a warp's K part can be empty where I / 64 < its parts)
+          ptx::cp_async_bulk_g2s(ws, p.w2 + pack::weight_group_offset(e, tile, b0, H, I), ng * pack::kWeightGroupBytes, bar);
+          ptx::cp_async_bulk_g2s(ss, p.s2 + pack::scale_group_offset(e, tile, b0, H, I), ng * pack::kScaleGroupBytes, bar);
+        }
       }
+    } else {
+      const uint8_t* wsrc = p.w2 + pack::weight_group_offset(e, tile, b0, H, I) + lane * 16;
+      const uint8_t* ssrc = p.s2 + pack::scale_group_offset(e, tile, b0, H, I) + (lane >> 2) * 8;
+#pragma unroll
+      for (int i = 0; i < kB; ++i)
+        if (i < ng) {
+          wq[i] = __ldg(reinterpret_cast<const uint4*>(wsrc + i * pack::kWeightGroupBytes));
+          sq[i] = __ldg(reinterpret_cast<const uint2*>(ssrc + i * pack::kScaleGroupBytes));
+        }
+    }
   };
-  if (has_task) load(c, gk0);
+  if (has_task) load(c, gk0, false);
   const int valid = nc > 0 ? wr.start(nc - 1) + wr.rows(nc - 1) : 0;  // rows of the permutation
   int32_t* row_of_pair = reinterpret_cast<int32_t*>(smem + L.rows_offset);
   if (warp == 0) {
@@ -193,7 +247,6 @@ __global__ void __launch_bounds__(kDirectThreads, kDirectMinBlocks) moe_direct_d
   __syncthreads();
 
   float* terms = reinterpret_cast<float*>(smem + L.terms_offset);
-  float* red = reinterpret_cast<float*>(smem + L.red_offset);
   const int g8 = lane >> 2, t4 = lane & 3;
   // Chunk cc's router-weighted terms of the block's 16 columns, as the deterministic down epilogue stores them.
   auto store_terms = [&](int cc, const float (&acc)[4]) {
@@ -221,19 +274,33 @@ __global__ void __launch_bounds__(kDirectThreads, kDirectMinBlocks) moe_direct_d
           smem + L.act_offset + (row0 + min(lane & 7, rows - 1)) * L.row_stride + (lane >> 3) * 16;
       float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
       for (int b0 = gk0; b0 < gk1; b0 += kB) {
-        if (b0 != gk0) load(c, b0);
+        if (b0 != gk0) {
+          __syncwarp();
+          load(c, b0, true);
+        }
+        const int ng = min(kB, gk1 - b0);
+        if constexpr (kStageWeights) {
+          ptx::mbarrier_wait(bar, parity);
+          parity ^= 1u;
+          for (int i = 0; i < ng; ++i)
+            direct_group(acc, *reinterpret_cast<const uint4*>(ws + i * pack::kWeightGroupBytes + lane * 16),
+                         *reinterpret_cast<const uint2*>(ss + i * pack::kScaleGroupBytes + (lane >> 2) * 8),
+                         x_lane + (b0 + i) * 128, p.ex.dequant_mul);
+        } else {
 #pragma unroll
-        for (int i = 0; i < kB; ++i)
-          if (b0 + i < gk1) direct_group(acc, wq[i], sq[i], x_lane + (b0 + i) * 128, p.ex.dequant_mul);
+          for (int i = 0; i < kB; ++i)
+            if (i < ng) direct_group(acc, wq[i], sq[i], x_lane + (b0 + i) * 128, p.ex.dequant_mul);
+        }
       }
+      __syncwarp();  // (every lane has read the batch: its slots may be overwritten)
       if (parts > 1) {
-        *reinterpret_cast<float4*>(red + (warp * 32 + lane) * 4) = make_float4(acc[0], acc[1], acc[2], acc[3]);
+        *reinterpret_cast<float4*>(ws + lane * 16) = make_float4(acc[0], acc[1], acc[2], acc[3]);
         break;
       }
       store_terms(c, acc);
       c += kDirectWarps;
       if (c >= nc) break;
-      load(c, gk0);
+      load(c, gk0, true);
     }
   }
   if (parts > 1) {
@@ -241,10 +308,11 @@ __global__ void __launch_bounds__(kDirectThreads, kDirectMinBlocks) moe_direct_d
     if (warp < nc) {  // chunk `warp`: its K parts (warps warp + q nc) in K order
       float acc[4];
 #pragma unroll
-      for (int j = 0; j < 4; ++j) acc[j] = red[(warp * 32 + lane) * 4 + j];
+      for (int j = 0; j < 4; ++j) acc[j] = reinterpret_cast<const float*>(smem + warp * L.w_warp_bytes + lane * 16)[j];
       for (int q = 1; q < parts; ++q)
 #pragma unroll
-        for (int j = 0; j < 4; ++j) acc[j] = acc[j] + red[((warp + q * nc) * 32 + lane) * 4 + j];
+        for (int j = 0; j < 4; ++j)
+          acc[j] = acc[j] + reinterpret_cast<const float*>(smem + (warp + q * nc) * L.w_warp_bytes + lane * 16)[j];
       store_terms(warp, acc);
     }
   }

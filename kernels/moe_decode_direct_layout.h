@@ -13,16 +13,17 @@ namespace fp4moe {
 // share the pairs (and, with fewer chunks than warps, the K) of one 16-row tile of H.
 inline constexpr int kDirectWarps = 8;
 inline constexpr int kDirectThreads = kDirectWarps * 32;
-// Blocks per SM both kernels are register-bounded for (at most 85 registers; 80 and 72 on sm_90a): on the H200 two
-// gate_up blocks and one down block fit an SM together (registers and 228 KB of shared memory), so some of down's
-// blocks start, and load their first weights, while gate_up streams. (On the 100 KB sm_120 parts shared memory
-// allows one gate_up block of 54 KB beside one down block.)
+// Blocks per SM the kernels are register-bounded for: gate_up 3 (at most 85 registers; 56 and 68 on sm_90a), down 5
+// (at most 51; 48), so that on the H200 every down block of a TP8 step (H / 16 = 384 on 132 SMs) is resident beside
+// two gate_up blocks (registers: 2 x 8 warps x 56 x 32 + 3 x 8 x 48 x 32 = 65,536; shared memory: 2 x 68 KB + 3 x
+// 23 KB) and has its first weights in flight while gate_up streams, leaving nothing to start when gate_up ends.
+// (On the 100 KB sm_120 parts shared memory allows one gate_up block beside one or two down blocks.)
 inline constexpr int kDirectMinBlocks = 3;
+inline constexpr int kDirectDownMinBlocks = 5;
 // Rows of a routing chunk: the token columns of one mma.m16n8k16.
 inline constexpr int kDirectChunkRows = 8;
-// 64-wide K groups whose weights a lane loads before it multiplies any of them (gate_up, down). gate_up stages
-// the activations of one batch per warp, so its shared memory does not grow with H.
-inline constexpr int kDirectGateUpBatch = 6;
+// 64-wide K groups whose weights a down lane loads before it multiplies any of them (gate_up puts its whole K range
+// in shared memory instead: DirectGateUpSmem).
 inline constexpr int kDirectDownBatch = 4;
 // The most shared memory a call may need of either kernel to take the path (below the 101,376 B of the sm_120
 // parts less their 1 KB reservation).
@@ -42,41 +43,73 @@ constexpr int64_t direct_down_groups_per_warp(int64_t chunks, int64_t groups) {
   return (groups + parts - 1) / parts;
 }
 
-// Token rows a gate_up warp stages: a chunk's rows, at most kDirectChunkRows (more than T where an id repeats
-// within a token, so counted from the pairs).
-constexpr int64_t direct_staged_rows(int64_t pairs) { return pairs < kDirectChunkRows ? pairs : kDirectChunkRows; }
-
-// gate_up: per warp, staged rows x one batch of K (+16 bytes per row: a row stride of an odd number of 16-byte
-// units keeps ldmatrix's eight row reads on distinct banks), then the warps' fp32 sums for the block's fixed-order
-// reduction (32 lanes x 4 accumulators each).
+// gate_up: each warp's whole K range of the block's 16-row weight tile (its weights, then its block scales, in the
+// prepacked order, so one bulk copy each), the call's T token rows over all of H (+16 bytes per row: a row stride
+// of an odd number of 16-byte units keeps ldmatrix's eight row reads on distinct banks; staged by token, not by
+// chunk row, so an id repeated within a token needs no second copy), and two mbarriers per warp (the halves of its K
+// range). Each warp writes its fp32 sums (32 lanes x 4 accumulators) for the block's fixed-order reduction over the
+// start of its own weights once it has multiplied them.
 // (The pair limit is fp4moe::kMaxDirectDecodePairs, in fp4moe/moe.h; src/moe/layer.cu checks it against the warp
 // routing's range.)
 struct DirectGateUpSmem {
-  int64_t row_stride, warp_bytes, red_offset, total;
+  int64_t warp_groups;  // the most 64-wide K groups one warp multiplies: ceil(H / 64 / kDirectWarps)
+  int64_t w_warp_bytes, s_offset, s_warp_bytes, x_offset, row_stride, bar_offset, total;
 };
-constexpr DirectGateUpSmem direct_gate_up_smem(int64_t pairs) {
+constexpr DirectGateUpSmem direct_gate_up_smem(int64_t num_tokens, int64_t hidden) {
   DirectGateUpSmem s{};
-  s.row_stride = int64_t{kDirectGateUpBatch} * 64 * 2 + 16;
-  s.warp_bytes = direct_staged_rows(pairs) * s.row_stride;
-  s.red_offset = kDirectWarps * s.warp_bytes;
-  s.total = s.red_offset + int64_t{kDirectWarps} * 32 * 4 * 4;
+  s.warp_groups = (hidden / 64 + kDirectWarps - 1) / kDirectWarps;
+  s.w_warp_bytes = s.warp_groups * 512;  // pack::kWeightGroupBytes (kernels/weight_pack.h)
+  s.s_offset = kDirectWarps * s.w_warp_bytes;
+  s.s_warp_bytes = s.warp_groups * 64;  // pack::kScaleGroupBytes
+  s.x_offset = s.s_offset + kDirectWarps * s.s_warp_bytes;
+  s.row_stride = hidden * 2 + 16;
+  s.bar_offset = s.x_offset + num_tokens * s.row_stride;
+  s.total = s.bar_offset + int64_t{kDirectWarps} * 2 * 8;
   return s;
 }
+// (ceil(H / 64 / 8) >= 1 groups of 512 bytes per warp hold its 512 bytes of sums.)
 
-// down: the call's SwiGLU rows (pairs x I bf16, odd 16-byte row stride as above), each row's router-weighted terms
-// of the block's 16 columns (fp32), the permuted row of each pair, and the warps' sums where they split K.
+// down: per warp a slot region (with `stage_weights`, kDirectDownBatch K groups of weights and then of block scales,
+// the bulk copies' destination; else only the 512 bytes of its sums), where a warp that splits K writes its fp32
+// sums once it has multiplied its weights; the call's SwiGLU rows (pairs x I bf16, odd 16-byte row stride as above),
+// each row's router-weighted terms of the block's 16 columns (fp32), the permuted row of each pair, and one mbarrier
+// per warp.
 struct DirectDownSmem {
-  int64_t row_stride, act_offset, terms_offset, rows_offset, red_offset, total;
+  int64_t w_warp_bytes, s_offset, s_warp_bytes, act_offset, row_stride, terms_offset, rows_offset, bar_offset, total;
 };
-constexpr DirectDownSmem direct_down_smem(int64_t pairs, int64_t intermediate) {
+constexpr DirectDownSmem direct_down_smem(int64_t pairs, int64_t intermediate, bool stage_weights) {
   DirectDownSmem s{};
+  s.w_warp_bytes = stage_weights ? int64_t{kDirectDownBatch} * 512 : 32 * 4 * 4;  // pack::kWeightGroupBytes
+  s.s_offset = kDirectWarps * s.w_warp_bytes;
+  s.s_warp_bytes = stage_weights ? int64_t{kDirectDownBatch} * 64 : 0;  // pack::kScaleGroupBytes
+  s.act_offset = s.s_offset + kDirectWarps * s.s_warp_bytes;
   s.row_stride = intermediate * 2 + 16;
-  s.act_offset = 0;
-  s.terms_offset = pairs * s.row_stride;
+  s.terms_offset = s.act_offset + pairs * s.row_stride;
   s.rows_offset = s.terms_offset + pairs * 16 * 4;
-  s.red_offset = s.rows_offset + (pairs * 4 + 15) / 16 * 16;
-  s.total = s.red_offset + int64_t{kDirectWarps} * 32 * 4 * 4;
+  s.bar_offset = s.rows_offset + (pairs * 4 + 15) / 16 * 16;
+  s.total = s.bar_offset + int64_t{kDirectWarps} * 8;
   return s;
+}
+static_assert(kDirectDownBatch * 512 >= 32 * 4 * 4, "a down warp's weight slots hold its 32 lanes' four fp32 sums");
+
+// Whether the down kernel stages its weights in shared memory by bulk copies (48 registers: kDirectDownMinBlocks)
+// rather than loading them into registers (56): where that makes every down block resident beside gate_up's first
+// round, so that all of down's weights are in flight while gate_up streams and no down block is left to start when
+// gate_up ends (TP8 at T=1 on the H200: 2 gate_up and 3 down blocks an SM). Where it is not, the staged slots only
+// cost residency (EP8: I = 2048 makes the activation rows large) and the register loads are kept. Shared memory per SM
+// decides, with the runtime's reservation per block; registers allow kDirectDownMinBlocks - (gate_up blocks) down
+// blocks beside gate_up's (56 registers against 48; exact at 2 + 3).
+constexpr bool direct_down_stages_weights(int64_t gate_up_blocks, int64_t down_blocks, int64_t gate_up_smem,
+                                          int64_t down_smem_staged, int64_t sms, int64_t smem_per_sm,
+                                          int64_t reserved_per_block) {
+  if (sms <= 0) return false;
+  int64_t gu = (gate_up_blocks + sms - 1) / sms;
+  if (gu > kDirectMinBlocks) gu = kDirectMinBlocks;
+  const int64_t left = smem_per_sm - gu * (gate_up_smem + reserved_per_block);
+  if (left <= 0) return false;
+  int64_t dn = left / (down_smem_staged + reserved_per_block);
+  if (dn > kDirectDownMinBlocks - gu) dn = kDirectDownMinBlocks - gu;
+  return dn * sms >= down_blocks;
 }
 
 }  // namespace fp4moe

@@ -1,5 +1,5 @@
-// Thin wrappers over the PTX instructions the GEMM kernels use (cp.async, ldmatrix, mma.sync, prmt, lop3,
-// mbarrier, griddepcontrol), each with the reason it is used and its PTX ISA section.
+// Thin wrappers over the PTX instructions the GEMM kernels use (cp.async and its bulk form, ldmatrix, mma.sync, prmt,
+// lop3, mbarrier, griddepcontrol), each with the reason it is used and its PTX ISA section.
 // SPDX-License-Identifier: Apache-2.0
 #pragma once
 
@@ -111,6 +111,32 @@ __device__ __forceinline__ void mbarrier_wait(uint32_t bar, uint32_t parity) {
         : "r"(bar), "r"(parity)
         : "memory");
   } while (!done);
+}
+
+// Makes this thread's mbarrier.init visible to the async proxy (the bulk copies that complete transactions on it),
+// PTX ISA "fence" (fence.mbarrier_init, sm_90):
+// https://docs.nvidia.com/cuda/parallel-thread-execution/#parallel-synchronization-and-communication-instructions-membar
+__device__ __forceinline__ void fence_mbarrier_init() {
+  asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+}
+// Orders this thread's earlier generic-proxy accesses of shared memory before later async-proxy ones (a bulk copy
+// that overwrites what the warp has read). PTX ISA "fence.proxy.async" (link above).
+__device__ __forceinline__ void fence_proxy_async_shared() { asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory"); }
+// This thread's arrival on `bar`, after adding `bytes` to the transactions its current phase waits for (PTX ISA
+// "mbarrier.arrive", .expect_tx; link at mbarrier_init).
+__device__ __forceinline__ void mbarrier_arrive_expect_tx(uint32_t bar, uint32_t bytes) {
+  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(bar), "r"(bytes) : "memory");
+}
+// `bytes` (a multiple of 16; both addresses 16-byte aligned) from global to shared memory by the copy engine, one
+// instruction for the whole run, completing that many transactions on `bar` when it has landed (PTX ISA
+// "cp.async.bulk", sm_90): one thread puts a warp's whole K range in flight, where per-lane loads need a register
+// per 16 bytes.
+// https://docs.nvidia.com/cuda/parallel-thread-execution/#data-movement-and-conversion-instructions-cp-async-bulk
+__device__ __forceinline__ void cp_async_bulk_g2s(void* smem_dst, const void* gmem_src, uint32_t bytes, uint32_t bar) {
+  asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];\n" ::"r"(
+                   smem_addr(smem_dst)),
+               "l"(gmem_src), "r"(bytes), "r"(bar)
+               : "memory");
 }
 
 // One atomic add at gpu scope with acquire-release semantics, returning the old value (PTX ISA "atom",

@@ -155,7 +155,10 @@ struct MoeDirectPlan {
   // every gate_up_chunk_blocks-th chunk)
   int gate_up_chunk_blocks = 0;
   int64_t gate_up_smem_bytes = 0, down_smem_bytes = 0;
-  std::string to_string() const;  // "gate_up 256 blocks (K over 8 warps, 54,272 B smem), down + finalize 384 blocks (...)"
+  // down's weights staged in shared memory by bulk copies (where that keeps all of its blocks resident beside
+  // gate_up's), else loaded into registers
+  bool down_stages_weights = false;
+  std::string to_string() const;  // "gate_up 256 blocks (K over 8 warps, 67,728 B smem), down + finalize 384 blocks (...)"
 };
 
 // What one forward pass runs: decided once per call (run() and plan() make the same decision), printable.

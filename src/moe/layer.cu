@@ -92,6 +92,7 @@ struct MoeLayer::Impl {
     c.shape = &shape;
     c.options = &options;
     c.arch = arch;
+    c.sms = sms;
     c.configs = &resident;
     c.tuned = &tuned;
     return c;
@@ -181,7 +182,8 @@ Status MoeLayer::init(const MoeShape& shape, const MoeLayerOptions& options, con
   }
   for (const void* k : {reinterpret_cast<const void*>(kernels::moe_direct_gate_up_kernel<false>),
                         reinterpret_cast<const void*>(kernels::moe_direct_gate_up_kernel<true>),
-                        reinterpret_cast<const void*>(kernels::moe_direct_down_kernel)})
+                        reinterpret_cast<const void*>(kernels::moe_direct_down_kernel<false>),
+                        reinterpret_cast<const void*>(kernels::moe_direct_down_kernel<true>)})
     FP4MOE_CUDA_TRY(cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(kDirectMaxSmem)));
   const int64_t rsmem = kernels::routing_smem_bytes(shape.num_experts);
   for (const void* k : {reinterpret_cast<const void*>(kernels::moe_routing_kernel),
@@ -362,7 +364,7 @@ Status MoeLayer::Impl::run(const MoeForwardArgs& a, void* workspace, size_t work
                                                               : kernels::moe_direct_gate_up_kernel<true>,
                              dp.gate_up_blocks, dp.threads, dp.gate_up_smem_bytes, stream, false, d));
     if (phases & kPhaseDown)
-      FP4MOE_CUDA_TRY(launch(kernels::moe_direct_down_kernel, dp.down_blocks, dp.threads, dp.down_smem_bytes, stream,
+      FP4MOE_CUDA_TRY(launch(dp.down_stages_weights ? kernels::moe_direct_down_kernel<true> : kernels::moe_direct_down_kernel<false>, dp.down_blocks, dp.threads, dp.down_smem_bytes, stream,
                              pdl_ok && (phases & kPhaseGateUp), d));
     return Status::ok();
   }

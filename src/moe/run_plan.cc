@@ -22,7 +22,8 @@ std::string MoeGemmPlan::to_string() const {
 std::string MoeDirectPlan::to_string() const {
   return "gate_up " + std::to_string(gate_up_blocks) + " blocks (K over " + std::to_string(threads / 32) + " warps, " +
          with_commas(gate_up_smem_bytes) + " B smem), down + finalize " + std::to_string(down_blocks) + " blocks (" +
-         with_commas(down_smem_bytes) + " B smem), " + std::to_string(threads) + " threads, mma.sync";
+         with_commas(down_smem_bytes) + " B smem, weights " + (down_stages_weights ? "staged" : "in registers") + "), " +
+         std::to_string(threads) + " threads, mma.sync";
 }
 
 std::string MoeRunPlan::to_string() const {
@@ -239,7 +240,8 @@ WorkspaceLayout call_workspace_layout(const MoeShape& s, FinalizeMode mode, cons
                           gate_up_split_floats(s, p.num_tokens, p.gate_up_k_splits));
 }
 
-bool direct_decode_plan(const MoeShape& s, int64_t num_tokens, MoeDirectPlan* out) {
+bool direct_decode_plan(const PlanContext& c, int64_t num_tokens, MoeDirectPlan* out) {
+  const MoeShape& s = *c.shape;
   const int64_t pairs = num_tokens * s.top_k;
   if (pairs < 1 || pairs > kMaxDirectDecodePairs) return false;
   // The chunks T tokens of uniform routing reach (one per local expert with a token: T <= 8 rows each).
@@ -250,13 +252,19 @@ bool direct_decode_plan(const MoeShape& s, int64_t num_tokens, MoeDirectPlan* ou
   // turn: a step that reaches more is correct, a little slower).
   const int64_t chunk_blocks = std::min(pairs, std::max<int64_t>(chunks, 1) + 1);
   const int64_t gate_up_blocks = chunk_blocks * (2 * s.intermediate / 16), down_blocks = s.hidden / 16;
-  const int64_t gu_smem = direct_gate_up_smem(pairs).total, dn_smem = direct_down_smem(pairs, s.intermediate).total;
+  const int64_t gu_smem = direct_gate_up_smem(num_tokens, s.hidden).total;
+  const int64_t staged_smem = direct_down_smem(pairs, s.intermediate, true).total;
+  const ArchInfo a = arch_info(c.arch);
+  const bool stage = staged_smem <= kDirectMaxSmem &&
+                     direct_down_stages_weights(gate_up_blocks, down_blocks, gu_smem, staged_smem, c.sms, a.smem_per_sm,
+                                                a.reserved_smem_per_block);
+  const int64_t dn_smem = stage ? staged_smem : direct_down_smem(pairs, s.intermediate, false).total;
   if (gate_up_blocks >= (int64_t{1} << 31) || down_blocks >= (int64_t{1} << 31) || gu_smem > kDirectMaxSmem ||
       dn_smem > kDirectMaxSmem)
     return false;
   if (out != nullptr)
     *out = MoeDirectPlan{static_cast<int>(gate_up_blocks), static_cast<int>(down_blocks), kDirectThreads,
-                         static_cast<int>(chunk_blocks), gu_smem, dn_smem};
+                         static_cast<int>(chunk_blocks), gu_smem, dn_smem, stage};
   return true;
 }
 
@@ -350,7 +358,7 @@ Status make_run_plan(const PlanContext& c, int64_t num_tokens, int block_m, int 
   p.finalize = o.finalize;
   p.source = source;
   if (o.direct_decode && o.fuse_small_routing && block_m == 0 && o.block_m == 0 && down_k_splits == 0 && gate_up_k_splits == 0 &&
-      direct_decode_plan(s, num_tokens, &p.direct)) {
+      direct_decode_plan(c, num_tokens, &p.direct)) {
     p.direct_decode = true;
     p.block_m = kDirectChunkRows;  // (the chunks it routes into; no K split buffers)
     p.down_k_splits = 1;

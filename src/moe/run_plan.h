@@ -61,6 +61,7 @@ struct PlanContext {
   int arch = 0;  // kernel family of the device (90, 120)
   const std::vector<ResidentConfig>* configs = nullptr;
   const std::map<int64_t, TunedChoice>* tuned = nullptr;  // tokens bucket -> choice
+  int sms = 0;  // the device's SMs (0: not known, as in the offline planner)
 };
 
 // A GEMM's N and K: gate_up (2I, H) and down (H, I).
@@ -101,9 +102,10 @@ double expected_local_experts(const MoeShape& s, int64_t num_tokens);
 
 // Whether a call of T tokens takes the direct decode path -- at most kMaxDirectDecodePairs pairs, the chunks uniform
 // routing reaches give a down warp at most kDirectMaxDownGroupsPerWarp K groups, both kernels' shared memory within
-// kDirectMaxSmem, grids within int32 -- and its plan (out may be null). make_run_plan takes it where the options
+// kDirectMaxSmem, grids within int32 -- and its plan (out may be null): down stages its weights in shared memory where
+// direct_down_stages_weights says so for c.sms SMs of c.arch's shared memory. make_run_plan takes it where the options
 // allow (direct_decode and fuse_small_routing) and the caller forces nothing.
-bool direct_decode_plan(const MoeShape& s, int64_t num_tokens, MoeDirectPlan* out);
+bool direct_decode_plan(const PlanContext& c, int64_t num_tokens, MoeDirectPlan* out);
 
 // The whole decision for one call (block_m and down_k_splits: 0 = the layer's choice). *choice: the configs.
 Status make_run_plan(const PlanContext& c, int64_t num_tokens, int block_m, int down_k_splits, MoeRunPlan* out,

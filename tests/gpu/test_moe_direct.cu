@@ -63,9 +63,11 @@ TEST(MoeDirect, MatchesTheReferenceOnShardAndOddShapes) {
       Case{4, 64, 512, 64, 8, Routing::kWithBadIds},
       Case{1, 8, 256, 64, 8, Routing::kOneExpert},   // the smallest shape: H = 256, I = 64
       Case{32, 2, 256, 256, 1, Routing::kOneExpert},  // 4 chunks of expert 0 on 3 gate_up block rows: a block takes 2
+      Case{2, 64, 6144, 256, 8},                     // 512 gate_up blocks of 80 KB: down keeps its weights in registers
   };
   int looping = 0;  // cases whose gate_up blocks take every n-th chunk (fewer block rows than pairs)
   int second_chunk = 0;  // cases where some gate_up block multiplies a second chunk
+  int staged = 0, unstaged = 0;  // cases whose down kernel stages its weights in shared memory, and the others
   for (const Case& c : cases) {
     SCOPED_TRACE(c.name());
     Problem p;
@@ -75,6 +77,7 @@ TEST(MoeDirect, MatchesTheReferenceOnShardAndOddShapes) {
     ASSERT_TRUE(rp.direct_decode) << rp.to_string();
     looping += rp.direct.gate_up_chunk_blocks < c.T * c.k;
     second_chunk += chunks_of(p) > rp.direct.gate_up_chunk_blocks;
+    (rp.direct.down_stages_weights ? staged : unstaged) += 1;
     p.run_poisoned();
     if (HasFatalFailure()) return;
     testing::check_against_reference(p);
@@ -82,10 +85,12 @@ TEST(MoeDirect, MatchesTheReferenceOnShardAndOddShapes) {
   }
   EXPECT_GE(looping, 2) << "both gate_up kernels (one chunk per block, and blocks that loop over chunks) must run";
   EXPECT_GE(second_chunk, 1) << "a gate_up block must take a second chunk (the top-1 one-expert case)";
+  EXPECT_GE(staged, 1) << "the down kernel that stages its weights must run";
+  EXPECT_GE(unstaged, 1) << "the down kernel that keeps its weights in registers must run";
 }
 
 // A token that names one expert three times (bad input the tiled kernels also serve: three rows of that expert)
-// gets every row; the staged activations hold up to 8 rows per chunk whatever T is.
+// gets every row (gate_up stages the tokens' rows, so both of its rows read that token's row).
 TEST(MoeDirect, RepeatedIdsOfOneTokenGetTwoRows) {
   FP4MOE_SKIP_WITHOUT_GPU();
   Problem p;

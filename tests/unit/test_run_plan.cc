@@ -39,7 +39,8 @@ struct Fixture {
   std::vector<ResidentConfig> configs;
   std::map<int64_t, TunedChoice> tuned;
   int arch = 90;
-  PlanContext ctx() const { return PlanContext{&shape, &options, arch, &configs, &tuned}; }
+  int sms = 0;
+  PlanContext ctx() const { return PlanContext{&shape, &options, arch, &configs, &tuned, sms}; }
   MoeRunPlan plan(int64_t T, int bm = 0, int splits = 0) const {
     MoeRunPlan p;
     const Status s = make_run_plan(ctx(), T, bm, splits, &p, nullptr);
@@ -51,6 +52,7 @@ struct Fixture {
 Fixture h200() {
   Fixture f;
   f.configs = resident_on(90, 132);
+  f.sms = 132;
   return f;
 }
 
@@ -381,13 +383,22 @@ TEST(RunPlan, DirectDecodeTakesShortShardSteps) {
     EXPECT_EQ(p.direct.gate_up_chunk_blocks, T * 8) << "about 8 T chunks, + 1, at most the pairs";
     EXPECT_EQ(p.direct.gate_up_blocks, T * 8 * (2 * 256 / 16));
     EXPECT_EQ(p.direct.down_blocks, 6144 / 16);
-    EXPECT_EQ(p.direct.gate_up_smem_bytes, direct_gate_up_smem(T * 8).total);
-    EXPECT_EQ(p.direct.down_smem_bytes, direct_down_smem(T * 8, 256).total);
+    EXPECT_EQ(p.direct.gate_up_smem_bytes, direct_gate_up_smem(T, 6144).total);
+    // T=1: 256 gate_up blocks (2 an SM, 67,728 B each) leave room for 3 down blocks of 23,264 B an SM, 396 >= 384:
+    // down stages its weights. T=2: 512 gate_up blocks (80,032 B) leave room for 2 of 28,032 B, 264 < 384.
+    EXPECT_EQ(p.direct.down_stages_weights, T == 1) << p.to_string();
+    EXPECT_EQ(p.direct.down_smem_bytes, direct_down_smem(T * 8, 256, T == 1).total);
     EXPECT_NE(p.to_string().find("direct decode"), std::string::npos) << p.to_string();
     const WorkspaceLayout L = call_workspace_layout(f.shape, f.options.finalize, p);
     EXPECT_EQ(L.gu_split, L.partial) << "no partial rows";
     EXPECT_EQ(L.route_counts, L.gu_split) << "no gate_up split sums";
   }
+  f.arch = 120;  // (the shared memory of an SM of the 100 KB parts; the sm_90 configs stand in for the tiled path)
+  EXPECT_FALSE(f.plan(1).direct.down_stages_weights) << "one gate_up block an SM leaves room for one down block";
+  f.arch = 90;
+  f.sms = 114;  // an H100 PCIe: 256 gate_up blocks need 3 an SM, which leave no room for staged down blocks
+  EXPECT_FALSE(f.plan(1).direct.down_stages_weights);
+  f.sms = 132;
   EXPECT_EQ(direct_down_groups_per_warp(24, 4), 12);
   EXPECT_FALSE(f.plan(3).direct_decode) << "about 23 chunks: 3 per warp, 12 K groups";
   EXPECT_FALSE(f.plan(5).direct_decode) << "40 pairs: past the warp routing's range";
@@ -403,6 +414,7 @@ TEST(RunPlan, DirectDecodeTakesShortShardSteps) {
   EXPECT_EQ(direct_down_groups_per_warp(2, 32), 8);
   EXPECT_TRUE(f.plan(1).direct_decode);
   EXPECT_EQ(f.plan(1).direct.gate_up_chunk_blocks, 2) << "one local chunk expected (+ 1), not 8 pairs";
+  EXPECT_FALSE(f.plan(1).direct.down_stages_weights) << "8 activation rows of K = 2048: one staged down block an SM";
   EXPECT_TRUE(f.plan(2).direct_decode);
   EXPECT_FALSE(f.plan(3).direct_decode);
   // The unsharded layer: 8 chunks of 32 K groups, one per warp: the tiled kernels.
