@@ -66,8 +66,8 @@ __device__ __forceinline__ void direct_group(float (&acc)[4], const uint4 wq, co
 // forward pass's first kernel: it lets the down kernel launch at once, whose blocks route and load their first
 // weights while these stream theirs.
 // Each warp's K range arrives by bulk copies issued by its lane 0 right after the routing (weights, scales and, for
-// the first chunk, the tokens' activations), in two halves on two mbarriers, so the whole tile is in flight after one
-// round trip for the ids and the first half is multiplied while the second lands. (Per-lane loads through registers
+// the first chunk, the tokens' activations), in kDirectGateUpPieces pieces on as many mbarriers, so the whole tile is in flight after one
+// round trip for the ids and each piece is multiplied while the next ones land. (Per-lane loads through registers
 // took two batches, each a round trip: docs/perf/history.md.)
 // kChunkLoop: false where the grid has a block per tile for every chunk a call can have (gate_up_chunk_blocks = the
 // pairs: a TP shard's step), so no block loops.
@@ -82,14 +82,16 @@ __global__ void __launch_bounds__(kDirectThreads, kDirectMinBlocks) moe_direct_g
   const DirectGateUpSmem L = direct_gate_up_smem(p.num_tokens, p.hidden_dim);
   const int groups = p.hidden_dim / pack::kGroupK;
   const int g_begin = warp * groups / kDirectWarps, g_end = (warp + 1) * groups / kDirectWarps;
-  const int g_mid = g_begin + (g_end - g_begin + 1) / 2;  // first group of the second half
   uint8_t* ws = smem + warp * L.w_warp_bytes;              // this warp's weights: group g at (g - g_begin) * 512
   uint8_t* ss = smem + L.s_offset + warp * L.s_warp_bytes;  // and scales: at (g - g_begin) * 64
   uint8_t* xs = smem + L.x_offset;                          // token t's row at t * row_stride, group g at g * 128
-  const uint32_t bar0 = ptx::smem_addr(smem + L.bar_offset + warp * 16), bar1 = bar0 + 8;
+  constexpr int kP = kDirectGateUpPieces;
+  // Piece q of the warp's K range: groups [piece(q), piece(q + 1)), on mbarrier bar + 8 q.
+  auto piece = [&](int q) { return g_begin + q * (g_end - g_begin) / kP; };
+  const uint32_t bar = ptx::smem_addr(smem + L.bar_offset + warp * kP * 8);
   if (lane == 0) {
-    ptx::mbarrier_init(bar0, 1);
-    ptx::mbarrier_init(bar1, 1);
+#pragma unroll
+    for (int q = 0; q < kP; ++q) ptx::mbarrier_init(bar + 8 * q, 1);
     ptx::fence_mbarrier_init();
   }
   __syncwarp();  // (the other lanes wait on the barriers lane 0 initialised)
@@ -107,21 +109,21 @@ __global__ void __launch_bounds__(kDirectThreads, kDirectMinBlocks) moe_direct_g
       const uint8_t* wsrc = p.w13 + pack::weight_group_offset(e, tile, 0, n, p.hidden_dim);
       const uint8_t* ssrc = p.s13 + pack::scale_group_offset(e, tile, 0, n, p.hidden_dim);
 #pragma unroll
-      for (int h = 0; h < 2; ++h) {
-        const int ga = h == 0 ? g_begin : g_mid, gb = h == 0 ? g_mid : g_end, ng = gb - ga;
-        const uint32_t bar = h == 0 ? bar0 : bar1;
+      for (int q = 0; q < kP; ++q) {
+        const int ga = piece(q), ng = piece(q + 1) - ga;
         const uint32_t x_bytes = first ? static_cast<uint32_t>(p.num_tokens * ng * pack::kGroupK * 2) : 0u;
-        ptx::mbarrier_arrive_expect_tx(bar, static_cast<uint32_t>(ng * (pack::kWeightGroupBytes + pack::kScaleGroupBytes)) + x_bytes);
+        ptx::mbarrier_arrive_expect_tx(bar + 8 * q,
+                                       static_cast<uint32_t>(ng * (pack::kWeightGroupBytes + pack::kScaleGroupBytes)) + x_bytes);
         if (ng > 0) {
           ptx::cp_async_bulk_g2s(ws + (ga - g_begin) * pack::kWeightGroupBytes, wsrc + ga * pack::kWeightGroupBytes,
-                                 ng * pack::kWeightGroupBytes, bar);
+                                 ng * pack::kWeightGroupBytes, bar + 8 * q);
           ptx::cp_async_bulk_g2s(ss + (ga - g_begin) * pack::kScaleGroupBytes, ssrc + ga * pack::kScaleGroupBytes,
-                                 ng * pack::kScaleGroupBytes, bar);
+                                 ng * pack::kScaleGroupBytes, bar + 8 * q);
           if (first)
             for (int t = 0; t < p.num_tokens; ++t)
               ptx::cp_async_bulk_g2s(xs + t * L.row_stride + ga * pack::kGroupK * 2,
                                      p.hidden + static_cast<int64_t>(t) * p.hidden_dim + ga * pack::kGroupK,
-                                     ng * pack::kGroupK * 2, bar);
+                                     ng * pack::kGroupK * 2, bar + 8 * q);
         }
       }
     }
@@ -130,16 +132,14 @@ __global__ void __launch_bounds__(kDirectThreads, kDirectMinBlocks) moe_direct_g
     const int tok = wr.pair(row0 + min(lane & 7, rows - 1)) / p.top_k;
     const uint8_t* x_lane = xs + tok * L.row_stride + (lane >> 3) * 16;
     float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-    ptx::mbarrier_wait(bar0, parity);
-    for (int g = g_begin; g < g_mid; ++g)
-      direct_group(acc, *reinterpret_cast<const uint4*>(ws + (g - g_begin) * pack::kWeightGroupBytes + lane * 16),
-                   *reinterpret_cast<const uint2*>(ss + (g - g_begin) * pack::kScaleGroupBytes + (lane >> 2) * 8),
-                   x_lane + g * 128, p.ex.dequant_mul);
-    ptx::mbarrier_wait(bar1, parity);
-    for (int g = g_mid; g < g_end; ++g)
-      direct_group(acc, *reinterpret_cast<const uint4*>(ws + (g - g_begin) * pack::kWeightGroupBytes + lane * 16),
-                   *reinterpret_cast<const uint2*>(ss + (g - g_begin) * pack::kScaleGroupBytes + (lane >> 2) * 8),
-                   x_lane + g * 128, p.ex.dequant_mul);
+#pragma unroll
+    for (int q = 0; q < kP; ++q) {
+      ptx::mbarrier_wait(bar + 8 * q, parity);
+      for (int g = piece(q); g < piece(q + 1); ++g)
+        direct_group(acc, *reinterpret_cast<const uint4*>(ws + (g - g_begin) * pack::kWeightGroupBytes + lane * 16),
+                     *reinterpret_cast<const uint2*>(ss + (g - g_begin) * pack::kScaleGroupBytes + (lane >> 2) * 8),
+                     x_lane + g * 128, p.ex.dequant_mul);
+    }
     parity ^= 1u;
     // The warps' sums in warp order (= K order), each over its own weights, then the SwiGLU of rows g (gate) and
     // g + 8 (up) of the tile.

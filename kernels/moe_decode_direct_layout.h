@@ -22,6 +22,9 @@ inline constexpr int kDirectMinBlocks = 3;
 inline constexpr int kDirectDownMinBlocks = 5;
 // Rows of a routing chunk: the token columns of one mma.m16n8k16.
 inline constexpr int kDirectChunkRows = 8;
+// The pieces of a gate_up warp's K range, each on its own mbarrier: the warp multiplies a piece while the later
+// ones are still landing.
+inline constexpr int kDirectGateUpPieces = 2;
 // 64-wide K groups whose weights a down lane loads before it multiplies any of them (gate_up puts its whole K range
 // in shared memory instead: DirectGateUpSmem).
 inline constexpr int kDirectDownBatch = 4;
@@ -46,8 +49,8 @@ constexpr int64_t direct_down_groups_per_warp(int64_t chunks, int64_t groups) {
 // gate_up: each warp's whole K range of the block's 16-row weight tile (its weights, then its block scales, in the
 // prepacked order, so one bulk copy each), the call's T token rows over all of H (+16 bytes per row: a row stride
 // of an odd number of 16-byte units keeps ldmatrix's eight row reads on distinct banks; staged by token, not by
-// chunk row, so an id repeated within a token needs no second copy), and two mbarriers per warp (the halves of its K
-// range). Each warp writes its fp32 sums (32 lanes x 4 accumulators) for the block's fixed-order reduction over the
+// chunk row, so an id repeated within a token needs no second copy), and an mbarrier per piece of each warp's K range
+// (kDirectGateUpPieces). Each warp writes its fp32 sums (32 lanes x 4 accumulators) for the block's fixed-order reduction over the
 // start of its own weights once it has multiplied them.
 // (The pair limit is fp4moe::kMaxDirectDecodePairs, in fp4moe/moe.h; src/moe/layer.cu checks it against the warp
 // routing's range.)
@@ -64,7 +67,7 @@ constexpr DirectGateUpSmem direct_gate_up_smem(int64_t num_tokens, int64_t hidde
   s.x_offset = s.s_offset + kDirectWarps * s.s_warp_bytes;
   s.row_stride = hidden * 2 + 16;
   s.bar_offset = s.x_offset + num_tokens * s.row_stride;
-  s.total = s.bar_offset + int64_t{kDirectWarps} * 2 * 8;
+  s.total = s.bar_offset + int64_t{kDirectWarps} * kDirectGateUpPieces * 8;
   return s;
 }
 // (ceil(H / 64 / 8) >= 1 groups of 512 bytes per warp hold its 512 bytes of sums.)
