@@ -408,6 +408,14 @@ TEST(RunPlan, DirectDecodeTakesShortShardSteps) {
   ASSERT_TRUE(make_run_plan(f.ctx(), 1, 0, 0, &q, nullptr, 8).is_ok());
   EXPECT_FALSE(q.direct_decode) << "gate_up K splits forced";
   EXPECT_EQ(q.gate_up_k_splits, 8);
+  // DeepSeek-V3's TP8 shard (H = 7168): 448 down blocks. At T=2 (two batches a warp) they need a second wave of the
+  // 396 slots: the tiled kernels. At T=1 (one batch) the path stays; unknown SM counts (the offline planner) keep it.
+  f.shape = MoeShape{256, 7168, 256, 8};
+  EXPECT_TRUE(f.plan(1).direct_decode);
+  EXPECT_FALSE(f.plan(2).direct_decode) << f.plan(2).to_string();
+  f.sms = 0;
+  EXPECT_TRUE(f.plan(2).direct_decode);
+  f.sms = 132;
   // EP8 (32 local experts, K = 2048): one or two chunks, whose K the warps split (8 or 4 ways).
   f.shape = MoeShape{32, 6144, 2048, 8, 256, 0};
   EXPECT_EQ(direct_down_groups_per_warp(1, 32), 4);
