@@ -61,16 +61,18 @@ __device__ __forceinline__ void direct_group(float (&acc)[4], const uint4 wq, co
 }
 
 // Grid: p.gate_up_chunk_blocks x (2I / 16) tiles, blockIdx.x = y * (2I/16) + tile; block (y, tile) multiplies tile
-// `tile` of chunks y, y + gate_up_chunk_blocks, ... (the plan sizes y by the chunks uniform routing reaches, so most
-// blocks take one chunk and few exit idle: an EP rank's step has T k pairs but about T k / ep local chunks). The
-// forward pass's first kernel: it lets the down kernel launch at once, whose blocks route and load their first
-// weights while these stream theirs.
+// `tile` of chunks y, y + gate_up_chunk_blocks, ... (the plan sizes y by the chunks uniform routing reaches, at most
+// what one wave of resident blocks holds, so few blocks exit idle and none waits for a slot). The forward pass's
+// first kernel: it lets the down kernel launch at once, whose blocks route and load their first weights while these
+// stream theirs.
 // Each warp's K range arrives by bulk copies issued by its lane 0 right after the routing (weights, scales and, for
-// the first chunk, the tokens' activations), in kDirectGateUpPieces pieces on as many mbarriers, so the whole tile is in flight after one
-// round trip for the ids and each piece is multiplied while the next ones land. (Per-lane loads through registers
-// took two batches, each a round trip: docs/perf/history.md.)
+// the first chunk, the tokens' activations), in kDirectGateUpPieces pieces on as many mbarriers, so the whole tile is
+// in flight after one round trip for the ids and each piece is multiplied while the next ones land. A block with
+// another chunk to multiply copies that chunk's piece into a slot as soon as its warp has multiplied the piece there,
+// so its weights stream on without a round trip between chunks. (Per-lane loads through registers took two batches,
+// each a round trip: docs/perf/history.md.)
 // kChunkLoop: false where the grid has a block per tile for every chunk a call can have (gate_up_chunk_blocks = the
-// pairs: a TP shard's step), so no block loops.
+// pairs), so no block loops.
 template <bool kChunkLoop>
 __global__ void __launch_bounds__(kDirectThreads, kDirectMinBlocks) moe_direct_gate_up_kernel(const DirectDecodeParams p) {
   extern __shared__ __align__(16) uint8_t smem[];
@@ -85,6 +87,7 @@ __global__ void __launch_bounds__(kDirectThreads, kDirectMinBlocks) moe_direct_g
   uint8_t* ws = smem + warp * L.w_warp_bytes;              // this warp's weights: group g at (g - g_begin) * 512
   uint8_t* ss = smem + L.s_offset + warp * L.s_warp_bytes;  // and scales: at (g - g_begin) * 64
   uint8_t* xs = smem + L.x_offset;                          // token t's row at t * row_stride, group g at g * 128
+  float* red = reinterpret_cast<float*>(smem + L.red_offset);
   constexpr int kP = kDirectGateUpPieces;
   // Piece q of the warp's K range: groups [piece(q), piece(q + 1)), on mbarrier bar + 8 q.
   auto piece = [&](int q) { return g_begin + q * (g_end - g_begin) / kP; };
@@ -96,37 +99,40 @@ __global__ void __launch_bounds__(kDirectThreads, kDirectMinBlocks) moe_direct_g
   }
   __syncwarp();  // (the other lanes wait on the barriers lane 0 initialised)
   const WarpRouting wr = warp_routing(p.ex.routing, p.ex.num_global_experts, blockIdx.x == 0);
+  // Lane 0: piece q of expert e's tile into its slot (with the tokens' rows of those K groups where `with_x`).
+  auto copy_piece = [&](int e, int q, bool with_x) {
+    const int ga = piece(q), ng = piece(q + 1) - ga;
+    const uint32_t x_bytes = with_x ? static_cast<uint32_t>(p.num_tokens * ng * pack::kGroupK * 2) : 0u;
+    ptx::mbarrier_arrive_expect_tx(bar + 8 * q,
+                                   static_cast<uint32_t>(ng * (pack::kWeightGroupBytes + pack::kScaleGroupBytes)) + x_bytes);
+    if (ng == 0) return;  // (a warp's range can be empty where H / 64 < kDirectWarps * kP)
+    ptx::cp_async_bulk_g2s(ws + (ga - g_begin) * pack::kWeightGroupBytes,
+                           p.w13 + pack::weight_group_offset(e, tile, ga, n, p.hidden_dim), ng * pack::kWeightGroupBytes,
+                           bar + 8 * q);
+    ptx::cp_async_bulk_g2s(ss + (ga - g_begin) * pack::kScaleGroupBytes,
+                           p.s13 + pack::scale_group_offset(e, tile, ga, n, p.hidden_dim), ng * pack::kScaleGroupBytes,
+                           bar + 8 * q);
+    if (with_x)
+      for (int t = 0; t < p.num_tokens; ++t)
+        ptx::cp_async_bulk_g2s(xs + t * L.row_stride + ga * pack::kGroupK * 2,
+                               p.hidden + static_cast<int64_t>(t) * p.hidden_dim + ga * pack::kGroupK,
+                               ng * pack::kGroupK * 2, bar + 8 * q);
+  };
   const int g8 = lane >> 2, t4 = lane & 3;
   uint32_t parity = 0;
-  for (int chunk = blockIdx.x / n16; chunk < wr.num_chunks; chunk += p.gate_up_chunk_blocks) {  // (block-uniform)
-    const bool first = chunk < p.gate_up_chunk_blocks;
-    if (kChunkLoop && !first) __syncthreads();  // warp 0 has read the previous chunk's sums
-    const int e = wr.expert(chunk), row0 = wr.start(chunk), rows = wr.rows(chunk);
-    if (lane == 0) {
-      // (The block barrier above: warp 0 has read every warp's sums over its weights. Those generic-proxy reads
-      // come before the copies that overwrite them.)
-      if (!first) ptx::fence_proxy_async_shared();
-      const uint8_t* wsrc = p.w13 + pack::weight_group_offset(e, tile, 0, n, p.hidden_dim);
-      const uint8_t* ssrc = p.s13 + pack::scale_group_offset(e, tile, 0, n, p.hidden_dim);
+  int chunk = blockIdx.x / n16;
+  if (chunk < wr.num_chunks) {
+    const int e = wr.expert(chunk);  // (a shuffle: every lane)
+    if (lane == 0)
 #pragma unroll
-      for (int q = 0; q < kP; ++q) {
-        const int ga = piece(q), ng = piece(q + 1) - ga;
-        const uint32_t x_bytes = first ? static_cast<uint32_t>(p.num_tokens * ng * pack::kGroupK * 2) : 0u;
-        ptx::mbarrier_arrive_expect_tx(bar + 8 * q,
-                                       static_cast<uint32_t>(ng * (pack::kWeightGroupBytes + pack::kScaleGroupBytes)) + x_bytes);
-        if (ng > 0) {
-          ptx::cp_async_bulk_g2s(ws + (ga - g_begin) * pack::kWeightGroupBytes, wsrc + ga * pack::kWeightGroupBytes,
-                                 ng * pack::kWeightGroupBytes, bar + 8 * q);
-          ptx::cp_async_bulk_g2s(ss + (ga - g_begin) * pack::kScaleGroupBytes, ssrc + ga * pack::kScaleGroupBytes,
-                                 ng * pack::kScaleGroupBytes, bar + 8 * q);
-          if (first)
-            for (int t = 0; t < p.num_tokens; ++t)
-              ptx::cp_async_bulk_g2s(xs + t * L.row_stride + ga * pack::kGroupK * 2,
-                                     p.hidden + static_cast<int64_t>(t) * p.hidden_dim + ga * pack::kGroupK,
-                                     ng * pack::kGroupK * 2, bar + 8 * q);
-        }
-      }
-    }
+      for (int q = 0; q < kP; ++q) copy_piece(e, q, true);
+  }
+  for (; chunk < wr.num_chunks; chunk += p.gate_up_chunk_blocks) {  // (block-uniform)
+    if (kChunkLoop && chunk >= p.gate_up_chunk_blocks) __syncthreads();  // warp 0 has read the previous chunk's sums
+    const int e = wr.expert(chunk), row0 = wr.start(chunk), rows = wr.rows(chunk);
+    const int next = chunk + p.gate_up_chunk_blocks;
+    const bool has_next = kChunkLoop && next < wr.num_chunks;
+    const int e_next = has_next ? wr.expert(next) : 0;
     // Column m of the mma is the chunk's row m: its token's staged row (rows past the chunk's read its last row;
     // their sums are never stored, mma columns being independent).
     const int tok = wr.pair(row0 + min(lane & 7, rows - 1)) / p.top_k;
@@ -139,22 +145,27 @@ __global__ void __launch_bounds__(kDirectThreads, kDirectMinBlocks) moe_direct_g
         direct_group(acc, *reinterpret_cast<const uint4*>(ws + (g - g_begin) * pack::kWeightGroupBytes + lane * 16),
                      *reinterpret_cast<const uint2*>(ss + (g - g_begin) * pack::kScaleGroupBytes + (lane >> 2) * 8),
                      x_lane + g * 128, p.ex.dequant_mul);
+      if (has_next) {
+        __syncwarp();  // every lane has read the piece's slot
+        if (lane == 0) {
+          ptx::fence_proxy_async_shared();  // (those generic-proxy reads before the copy that overwrites them)
+          copy_piece(e_next, q, false);
+        }
+      }
     }
     parity ^= 1u;
-    // The warps' sums in warp order (= K order), each over its own weights, then the SwiGLU of rows g (gate) and
-    // g + 8 (up) of the tile.
-    __syncwarp();
-    *reinterpret_cast<float4*>(ws + lane * 16) = make_float4(acc[0], acc[1], acc[2], acc[3]);
+    // The warps' sums in warp order (= K order), then the SwiGLU of rows g (gate) and g + 8 (up) of the tile.
+    *reinterpret_cast<float4*>(red + (warp * 32 + lane) * 4) = make_float4(acc[0], acc[1], acc[2], acc[3]);
     __syncthreads();
     if (warp == 0) {
       const float alpha = p.alpha13[e];
       float s[4];
 #pragma unroll
-      for (int j = 0; j < 4; ++j) s[j] = reinterpret_cast<const float*>(smem + lane * 16)[j];
+      for (int j = 0; j < 4; ++j) s[j] = red[lane * 4 + j];
 #pragma unroll
       for (int w = 1; w < kDirectWarps; ++w)
 #pragma unroll
-        for (int j = 0; j < 4; ++j) s[j] = s[j] + reinterpret_cast<const float*>(smem + w * L.w_warp_bytes + lane * 16)[j];
+        for (int j = 0; j < 4; ++j) s[j] = s[j] + red[(w * 32 + lane) * 4 + j];
 #pragma unroll
       for (int c = 0; c < 2; ++c) {
         const int m = t4 * 2 + c;

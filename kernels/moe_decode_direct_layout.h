@@ -49,14 +49,14 @@ constexpr int64_t direct_down_groups_per_warp(int64_t chunks, int64_t groups) {
 // gate_up: each warp's whole K range of the block's 16-row weight tile (its weights, then its block scales, in the
 // prepacked order, so one bulk copy each), the call's T token rows over all of H (+16 bytes per row: a row stride
 // of an odd number of 16-byte units keeps ldmatrix's eight row reads on distinct banks; staged by token, not by
-// chunk row, so an id repeated within a token needs no second copy), and an mbarrier per piece of each warp's K range
-// (kDirectGateUpPieces). Each warp writes its fp32 sums (32 lanes x 4 accumulators) for the block's fixed-order reduction over the
-// start of its own weights once it has multiplied them.
+// chunk row, so an id repeated within a token needs no second copy), the warps' fp32 sums for the block's
+// fixed-order reduction (32 lanes x 4 accumulators each; apart from the weights, which a block's next chunk is
+// already overwriting), and an mbarrier per piece of each warp's K range (kDirectGateUpPieces).
 // (The pair limit is fp4moe::kMaxDirectDecodePairs, in fp4moe/moe.h; src/moe/layer.cu checks it against the warp
 // routing's range.)
 struct DirectGateUpSmem {
   int64_t warp_groups;  // the most 64-wide K groups one warp multiplies: ceil(H / 64 / kDirectWarps)
-  int64_t w_warp_bytes, s_offset, s_warp_bytes, x_offset, row_stride, bar_offset, total;
+  int64_t w_warp_bytes, s_offset, s_warp_bytes, x_offset, row_stride, red_offset, bar_offset, total;
 };
 constexpr DirectGateUpSmem direct_gate_up_smem(int64_t num_tokens, int64_t hidden) {
   DirectGateUpSmem s{};
@@ -66,11 +66,11 @@ constexpr DirectGateUpSmem direct_gate_up_smem(int64_t num_tokens, int64_t hidde
   s.s_warp_bytes = s.warp_groups * 64;  // pack::kScaleGroupBytes
   s.x_offset = s.s_offset + kDirectWarps * s.s_warp_bytes;
   s.row_stride = hidden * 2 + 16;
-  s.bar_offset = s.x_offset + num_tokens * s.row_stride;
+  s.red_offset = s.x_offset + num_tokens * s.row_stride;
+  s.bar_offset = s.red_offset + int64_t{kDirectWarps} * 32 * 4 * 4;
   s.total = s.bar_offset + int64_t{kDirectWarps} * kDirectGateUpPieces * 8;
   return s;
 }
-// (ceil(H / 64 / 8) >= 1 groups of 512 bytes per warp hold its 512 bytes of sums.)
 
 // down: per warp a slot region (with `stage_weights`, kDirectDownBatch K groups of weights and then of block scales,
 // the bulk copies' destination; else only the 512 bytes of its sums), where a warp that splits K writes its fp32

@@ -249,12 +249,19 @@ bool direct_decode_plan(const PlanContext& c, int64_t num_tokens, MoeDirectPlan*
   if (direct_down_groups_per_warp(std::max<int64_t>(chunks, 1), s.intermediate / 64) > kDirectMaxDownGroupsPerWarp)
     return false;
   // gate_up: a block per tile for each chunk uniform routing reaches, and one more (the blocks take the chunks in
-  // turn: a step that reaches more is correct, a little slower).
-  const int64_t chunk_blocks = std::min(pairs, std::max<int64_t>(chunks, 1) + 1);
-  const int64_t gate_up_blocks = chunk_blocks * (2 * s.intermediate / 16), down_blocks = s.hidden / 16;
-  const int64_t gu_smem = direct_gate_up_smem(num_tokens, s.hidden).total;
-  const int64_t staged_smem = direct_down_smem(pairs, s.intermediate, true).total;
+  // turn: a step that reaches more is correct, a little slower), but no more block rows than one wave of resident
+  // blocks holds: a block that takes a second chunk streams it on through its slots, where a block waiting for a
+  // slot would start its routing and copies only when a first-wave block exits (EP8 at T=2: 768 blocks of 80 KB).
   const ArchInfo a = arch_info(c.arch);
+  const int64_t tiles = 2 * s.intermediate / 16;
+  const int64_t gu_smem = direct_gate_up_smem(num_tokens, s.hidden).total;
+  int64_t chunk_blocks = std::min(pairs, std::max<int64_t>(chunks, 1) + 1);
+  if (c.sms > 0) {
+    const int64_t per_sm = std::min<int64_t>(kDirectMinBlocks, a.smem_per_sm / (gu_smem + a.reserved_smem_per_block));
+    chunk_blocks = std::max<int64_t>(1, std::min(chunk_blocks, per_sm * c.sms / tiles));
+  }
+  const int64_t gate_up_blocks = chunk_blocks * tiles, down_blocks = s.hidden / 16;
+  const int64_t staged_smem = direct_down_smem(pairs, s.intermediate, true).total;
   const bool stage = staged_smem <= kDirectMaxSmem &&
                      direct_down_stages_weights(gate_up_blocks, down_blocks, gu_smem, staged_smem, c.sms, a.smem_per_sm,
                                                 a.reserved_smem_per_block);

@@ -380,12 +380,14 @@ TEST(RunPlan, DirectDecodeTakesShortShardSteps) {
     EXPECT_EQ(p.down_k_splits, 1);
     EXPECT_EQ(p.gate_up_k_splits, 1);
     EXPECT_EQ(p.block_m, kDirectChunkRows);
-    EXPECT_EQ(p.direct.gate_up_chunk_blocks, T * 8) << "about 8 T chunks, + 1, at most the pairs";
-    EXPECT_EQ(p.direct.gate_up_blocks, T * 8 * (2 * 256 / 16));
+    // About 8 T chunks, + 1, at most the pairs and one wave: 3 blocks of 71,824 B an SM at T=1 (12 rows of 32
+    // tiles), 2 of 84,128 B at T=2 (8 rows: each block takes two chunks).
+    EXPECT_EQ(p.direct.gate_up_chunk_blocks, 8) << p.to_string();
+    EXPECT_EQ(p.direct.gate_up_blocks, 8 * (2 * 256 / 16));
     EXPECT_EQ(p.direct.down_blocks, 6144 / 16);
     EXPECT_EQ(p.direct.gate_up_smem_bytes, direct_gate_up_smem(T, 6144).total);
-    // T=1: 256 gate_up blocks (2 an SM, 67,728 B each) leave room for 3 down blocks of 23,264 B an SM, 396 >= 384:
-    // down stages its weights. T=2: 512 gate_up blocks (80,032 B) leave room for 2 of 28,032 B, 264 < 384.
+    // T=1: 256 gate_up blocks (2 an SM, 71,824 B each) leave room for 3 down blocks of 23,264 B an SM, 396 >= 384:
+    // down stages its weights. T=2: 256 gate_up blocks of 84,128 B leave room for 2 of 28,032 B, 264 < 384.
     EXPECT_EQ(p.direct.down_stages_weights, T == 1) << p.to_string();
     EXPECT_EQ(p.direct.down_smem_bytes, direct_down_smem(T * 8, 256, T == 1).total);
     EXPECT_NE(p.to_string().find("direct decode"), std::string::npos) << p.to_string();
@@ -421,7 +423,11 @@ TEST(RunPlan, DirectDecodeTakesShortShardSteps) {
   EXPECT_EQ(direct_down_groups_per_warp(1, 32), 4);
   EXPECT_EQ(direct_down_groups_per_warp(2, 32), 8);
   EXPECT_TRUE(f.plan(1).direct_decode);
-  EXPECT_EQ(f.plan(1).direct.gate_up_chunk_blocks, 2) << "one local chunk expected (+ 1), not 8 pairs";
+  EXPECT_EQ(f.plan(1).direct.gate_up_chunk_blocks, 1) << "one local chunk expected (+ 1), but 256 tiles fill a wave";
+  EXPECT_EQ(f.plan(2).direct.gate_up_chunk_blocks, 1) << "two local chunks expected: each block streams both";
+  f.sms = 0;
+  EXPECT_EQ(f.plan(1).direct.gate_up_chunk_blocks, 2) << "SMs not known: one local chunk expected, + 1";
+  f.sms = 132;
   EXPECT_FALSE(f.plan(1).direct.down_stages_weights) << "8 activation rows of K = 2048: one staged down block an SM";
   EXPECT_TRUE(f.plan(2).direct_decode);
   EXPECT_FALSE(f.plan(3).direct_decode);
