@@ -13,11 +13,10 @@ namespace fp4moe {
 // share the pairs (and, with fewer chunks than warps, the K) of one 16-row tile of H.
 inline constexpr int kDirectWarps = 8;
 inline constexpr int kDirectThreads = kDirectWarps * 32;
-// Blocks per SM the kernels are register-bounded for: gate_up 3 (at most 85 registers; 56 and 68 on sm_90a), down 5
-// (at most 51; 48), so that on the H200 every down block of a TP8 step (H / 16 = 384 on 132 SMs) is resident beside
-// two gate_up blocks (registers: 2 x 8 warps x 56 x 32 + 3 x 8 x 48 x 32 = 65,536; shared memory: 2 x 68 KB + 3 x
-// 23 KB) and has its first weights in flight while gate_up streams, leaving nothing to start when gate_up ends.
-// (On the 100 KB sm_120 parts shared memory allows one gate_up block beside one or two down blocks.)
+// Blocks per SM the kernels are register-bounded for: gate_up and the down kernel that loads its weights into registers
+// 3 (at most 85 registers), the down kernel that stages them 5 (at most 51), so that on the H200 every down block of a
+// TP8 step (H / 16 = 384 on 132 SMs) can be resident beside two gate_up blocks and have its weights in flight while
+// gate_up streams (DirectKernelRegs has the counts; direct_down_stages_weights does the arithmetic).
 inline constexpr int kDirectMinBlocks = 3;
 inline constexpr int kDirectDownMinBlocks = 5;
 // Rows of a routing chunk: the token columns of one mma.m16n8k16.
@@ -95,23 +94,34 @@ constexpr DirectDownSmem direct_down_smem(int64_t pairs, int64_t intermediate, b
 }
 static_assert(kDirectDownBatch * 512 >= 32 * 4 * 4, "a down warp's weight slots hold its 32 lanes' four fp32 sums");
 
-// Whether the down kernel stages its weights in shared memory by bulk copies (48 registers: kDirectDownMinBlocks)
-// rather than loading them into registers (56): where that makes every down block resident beside gate_up's first
-// round, so that all of down's weights are in flight while gate_up streams and no down block is left to start when
-// gate_up ends (TP8 at T=1 on the H200: 2 gate_up and 3 down blocks an SM). Where it is not, the staged slots only
-// cost residency (EP8: I = 2048 makes the activation rows large) and the register loads are kept. Shared memory per SM
-// decides, with the runtime's reservation per block; registers allow kDirectDownMinBlocks - (gate_up blocks) down
-// blocks beside gate_up's (56 registers against 48; exact at 2 + 3).
+// Registers per thread of the direct kernels: the layer reads them from its kernels at init (cudaFuncGetAttributes);
+// these defaults are the sm_90a build's (nvcc 13.0), for plans made without a GPU.
+struct DirectKernelRegs {
+  int gate_up = 48;       // moe_direct_gate_up_kernel<false>: one chunk per block
+  int gate_up_loop = 64;  // <true>: blocks that take more chunks
+  int down_staged = 48;   // moe_direct_down_kernel<true>
+};
+
+// Whether the down kernel stages its weights in shared memory by bulk copies rather than loading them into registers:
+// where that makes every down block resident beside gate_up's blocks (one wave of them), so that all of down's weights
+// are in flight while gate_up streams and no down block is left to start when gate_up ends (TP8 at T=1 on the H200: 2
+// gate_up and 3 down blocks an SM). Where it is not, the staged slots only cost residency (EP8: I = 2048 makes the
+// activation rows large) and the register loads are kept. Per SM: gate_up's blocks take their shared memory (with the
+// runtime's reservation per block) and registers (a warp's allocation rounded up to 8 per thread), and the staged
+// down blocks must fit in what is left of both.
 constexpr bool direct_down_stages_weights(int64_t gate_up_blocks, int64_t down_blocks, int64_t gate_up_smem,
                                           int64_t down_smem_staged, int64_t sms, int64_t smem_per_sm,
-                                          int64_t reserved_per_block) {
+                                          int64_t reserved_per_block, int64_t regs_per_sm, int gate_up_regs,
+                                          int down_regs) {
   if (sms <= 0) return false;
-  int64_t gu = (gate_up_blocks + sms - 1) / sms;
-  if (gu > kDirectMinBlocks) gu = kDirectMinBlocks;
-  const int64_t left = smem_per_sm - gu * (gate_up_smem + reserved_per_block);
-  if (left <= 0) return false;
-  int64_t dn = left / (down_smem_staged + reserved_per_block);
-  if (dn > kDirectDownMinBlocks - gu) dn = kDirectDownMinBlocks - gu;
+  const int64_t gu = (gate_up_blocks + sms - 1) / sms;
+  auto block_regs = [](int regs) { return int64_t{kDirectThreads} * ((regs + 7) / 8 * 8); };
+  const int64_t smem_left = smem_per_sm - gu * (gate_up_smem + reserved_per_block);
+  const int64_t regs_left = regs_per_sm - gu * block_regs(gate_up_regs);
+  if (gu > kDirectMinBlocks || smem_left <= 0 || regs_left <= 0) return false;  // (gate_up alone takes more than a wave)
+  int64_t dn = smem_left / (down_smem_staged + reserved_per_block);
+  if (dn > regs_left / block_regs(down_regs)) dn = regs_left / block_regs(down_regs);
+  if (dn > kDirectDownMinBlocks) dn = kDirectDownMinBlocks;
   return dn * sms >= down_blocks;
 }
 

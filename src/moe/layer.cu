@@ -75,6 +75,7 @@ struct MoeLayer::Impl {
   MoeShape shape;
   MoeLayerOptions options;
   int arch = 0, sms = 0, device = -1;
+  DirectKernelRegs direct_regs;
   std::vector<const detail::MoeKernelSet*> sets;  // the resident configs' kernels, parallel to `resident`
   std::vector<detail::ResidentConfig> resident;   // for this device's architecture
   std::map<int64_t, TunedChoice> tuned;           // tokens bucket -> block_m and down K splits, from a tuning cache
@@ -93,6 +94,7 @@ struct MoeLayer::Impl {
     c.options = &options;
     c.arch = arch;
     c.sms = sms;
+    c.direct_regs = direct_regs;
     c.configs = &resident;
     c.tuned = &tuned;
     return c;
@@ -185,6 +187,16 @@ Status MoeLayer::init(const MoeShape& shape, const MoeLayerOptions& options, con
                         reinterpret_cast<const void*>(kernels::moe_direct_down_kernel<false>),
                         reinterpret_cast<const void*>(kernels::moe_direct_down_kernel<true>)})
     FP4MOE_CUDA_TRY(cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(kDirectMaxSmem)));
+  // The direct kernels' registers as built, for the plan's residency arithmetic (direct_down_stages_weights).
+  {
+    cudaFuncAttributes fa{};
+    FP4MOE_CUDA_TRY(cudaFuncGetAttributes(&fa, kernels::moe_direct_gate_up_kernel<false>));
+    impl->direct_regs.gate_up = fa.numRegs;
+    FP4MOE_CUDA_TRY(cudaFuncGetAttributes(&fa, kernels::moe_direct_gate_up_kernel<true>));
+    impl->direct_regs.gate_up_loop = fa.numRegs;
+    FP4MOE_CUDA_TRY(cudaFuncGetAttributes(&fa, kernels::moe_direct_down_kernel<true>));
+    impl->direct_regs.down_staged = fa.numRegs;
+  }
   const int64_t rsmem = kernels::routing_smem_bytes(shape.num_experts);
   for (const void* k : {reinterpret_cast<const void*>(kernels::moe_routing_kernel),
                         reinterpret_cast<const void*>(kernels::moe_routing_place_kernel)})

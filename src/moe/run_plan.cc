@@ -264,16 +264,18 @@ bool direct_decode_plan(const PlanContext& c, int64_t num_tokens, MoeDirectPlan*
   const int64_t staged_smem = direct_down_smem(pairs, s.intermediate, true).total;
   const bool stage = staged_smem <= kDirectMaxSmem &&
                      direct_down_stages_weights(gate_up_blocks, down_blocks, gu_smem, staged_smem, c.sms, a.smem_per_sm,
-                                                a.reserved_smem_per_block);
+                                                a.reserved_smem_per_block, a.regs_per_sm,
+                                                chunk_blocks < pairs ? c.direct_regs.gate_up_loop : c.direct_regs.gate_up,
+                                                c.direct_regs.down_staged);
   const int64_t dn_smem = stage ? staged_smem : direct_down_smem(pairs, s.intermediate, false).total;
   // A down warp with more than one batch of weights to stream pays a round trip per batch after its first; where
   // down's grid also takes a second wave of blocks, whose routing, weights and activations all come after the first
   // wave's, the tiled kernels are faster (DeepSeek-V3 TP8 at T=2: 448 down blocks on 396 slots, 36.7 against 31.7 us
-  // on the H200; docs/perf/shards.md). Where the SM count is not known (the offline planner), this is not checked.
+  // on the H200; docs/perf/shards.md). (Staged, every down block is resident by construction. Where the SM count is
+  // not known, this is not checked.)
   const int64_t groups_per_warp = direct_down_groups_per_warp(std::max<int64_t>(chunks, 1), s.intermediate / 64);
-  if (c.sms > 0 && groups_per_warp > kDirectDownBatch) {
-    const int64_t per_sm = std::min<int64_t>(stage ? kDirectDownMinBlocks : kDirectMinBlocks,
-                                             a.smem_per_sm / (dn_smem + a.reserved_smem_per_block));
+  if (c.sms > 0 && !stage && groups_per_warp > kDirectDownBatch) {
+    const int64_t per_sm = std::min<int64_t>(kDirectMinBlocks, a.smem_per_sm / (dn_smem + a.reserved_smem_per_block));
     if (down_blocks > per_sm * c.sms) return false;
   }
   if (gate_up_blocks >= (int64_t{1} << 31) || down_blocks >= (int64_t{1} << 31) || gu_smem > kDirectMaxSmem ||

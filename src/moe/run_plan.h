@@ -10,6 +10,7 @@
 
 #include "fp4moe/moe.h"
 #include "fp4moe/tuning.h"
+#include "kernels/moe_decode_direct_layout.h"
 #include "kernels/moe_gemm_catalogue.h"
 #include "src/moe/workspace.h"
 
@@ -61,7 +62,8 @@ struct PlanContext {
   int arch = 0;  // kernel family of the device (90, 120)
   const std::vector<ResidentConfig>* configs = nullptr;
   const std::map<int64_t, TunedChoice>* tuned = nullptr;  // tokens bucket -> choice
-  int sms = 0;  // the device's SMs (0: not known, as in the offline planner)
+  int sms = 0;  // the device's SMs (0: not known: no direct-path residency rules)
+  DirectKernelRegs direct_regs;  // the direct kernels' registers (the layer reads them from its kernels)
 };
 
 // A GEMM's N and K: gate_up (2I, H) and down (H, I).

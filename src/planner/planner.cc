@@ -367,7 +367,7 @@ Status shard_kernel_tiles(const MoeShape& shape, const ArchInfo& arch, std::vect
     if (catalogue::kernels_planned_for(arch.cc) && catalogue::tile_on(i, kernel_arch_family(arch.cc)))
       configs.push_back(detail::ResidentConfig{catalogue::config_on(i, kernel_arch_family(arch.cc)), 1});
   const std::map<int64_t, TunedChoice> none;
-  detail::PlanContext c{&shape, &options, kernel_arch_family(arch.cc), &configs, &none};
+  detail::PlanContext c{&shape, &options, kernel_arch_family(arch.cc), &configs, &none, 0, DirectKernelRegs{}};
   auto name = [&](int i) {
     const auto& t = configs[static_cast<size_t>(i)].config.tile;
     return std::string(kernel_family_name(t.family)) + " " + std::to_string(t.block_n) + "x" + std::to_string(t.block_k);

@@ -40,7 +40,7 @@ struct Fixture {
   std::map<int64_t, TunedChoice> tuned;
   int arch = 90;
   int sms = 0;
-  PlanContext ctx() const { return PlanContext{&shape, &options, arch, &configs, &tuned, sms}; }
+  PlanContext ctx() const { return PlanContext{&shape, &options, arch, &configs, &tuned, sms, DirectKernelRegs{}}; }
   MoeRunPlan plan(int64_t T, int bm = 0, int splits = 0) const {
     MoeRunPlan p;
     const Status s = make_run_plan(ctx(), T, bm, splits, &p, nullptr);
@@ -396,7 +396,13 @@ TEST(RunPlan, DirectDecodeTakesShortShardSteps) {
     EXPECT_EQ(L.route_counts, L.gu_split) << "no gate_up split sums";
   }
   f.arch = 120;  // (the shared memory of an SM of the 100 KB parts; the sm_90 configs stand in for the tiled path)
-  EXPECT_FALSE(f.plan(1).direct.down_stages_weights) << "one gate_up block an SM leaves room for one down block";
+  EXPECT_FALSE(f.plan(1).direct.down_stages_weights) << "one 71,824 B gate_up block an SM leaves room for one down block";
+  // The register arithmetic: beside 2 gate_up blocks of 48 registers, 3 staged down blocks of 48 (396 >= 384); beside
+  // 2 of 64 (blocks that loop over chunks), 2 (264 < 384), though shared memory would hold 4.
+  EXPECT_TRUE(direct_down_stages_weights(256, 384, 70000, 20000, 132, 233472, 1024, 65536, 48, 48));
+  EXPECT_FALSE(direct_down_stages_weights(256, 384, 70000, 20000, 132, 233472, 1024, 65536, 64, 48));
+  EXPECT_TRUE(direct_down_stages_weights(256, 264, 70000, 20000, 132, 233472, 1024, 65536, 64, 48));
+  EXPECT_FALSE(direct_down_stages_weights(256, 384, 70000, 20000, 0, 233472, 1024, 65536, 48, 48)) << "SMs not known";
   f.arch = 90;
   f.sms = 114;  // an H100 PCIe: 256 gate_up blocks need 3 an SM, which leave no room for staged down blocks
   EXPECT_FALSE(f.plan(1).direct.down_stages_weights);
@@ -411,7 +417,7 @@ TEST(RunPlan, DirectDecodeTakesShortShardSteps) {
   EXPECT_FALSE(q.direct_decode) << "gate_up K splits forced";
   EXPECT_EQ(q.gate_up_k_splits, 8);
   // DeepSeek-V3's TP8 shard (H = 7168): 448 down blocks. At T=2 (two batches a warp) they need a second wave of the
-  // 396 slots: the tiled kernels. At T=1 (one batch) the path stays; unknown SM counts (the offline planner) keep it.
+  // 396 slots: the tiled kernels. At T=1 (one batch) the path stays; an unknown SM count keeps it.
   f.shape = MoeShape{256, 7168, 256, 8};
   EXPECT_TRUE(f.plan(1).direct_decode);
   EXPECT_FALSE(f.plan(2).direct_decode) << f.plan(2).to_string();
