@@ -60,6 +60,25 @@ __device__ __forceinline__ void direct_group(float (&acc)[4], const uint4 wq, co
   }
 }
 
+// direct_group on K group i of a warp's slots in shared memory: weights at ws + i * 512 (lane's 16 bytes), scales
+// at ss + i * 64 (the lane's row pair's 8 bytes), as both kernels' bulk copies lay them out.
+__device__ __forceinline__ void direct_group_staged(float (&acc)[4], const uint8_t* ws, const uint8_t* ss, int i, int lane,
+                                                    const uint8_t* x_row, const DequantMul& mul) {
+  direct_group(acc, *reinterpret_cast<const uint4*>(ws + i * pack::kWeightGroupBytes + lane * 16),
+               *reinterpret_cast<const uint2*>(ss + i * pack::kScaleGroupBytes + (lane >> 2) * 8), x_row, mul);
+}
+
+// Lane 0 of the calling warp initialises `count` mbarriers of one arrival at bar, bar + 8, ... and makes them visible
+// to the bulk copies; then every lane may wait on them.
+__device__ __forceinline__ void init_warp_barriers(uint32_t bar, int count) {
+  if ((threadIdx.x & 31) == 0) {
+#pragma unroll
+    for (int q = 0; q < count; ++q) ptx::mbarrier_init(bar + 8 * q, 1);
+    ptx::fence_mbarrier_init();
+  }
+  __syncwarp();
+}
+
 // Grid: p.gate_up_chunk_blocks x (2I / 16) tiles, blockIdx.x = y * (2I/16) + tile; block (y, tile) multiplies tile
 // `tile` of chunks y, y + gate_up_chunk_blocks, ... (the plan sizes y by the chunks uniform routing reaches, at most
 // what one wave of resident blocks holds, so few blocks exit idle and none waits for a slot). The forward pass's
@@ -92,12 +111,7 @@ __global__ void __launch_bounds__(kDirectThreads, kDirectMinBlocks) moe_direct_g
   // Piece q of the warp's K range: groups [piece(q), piece(q + 1)), on mbarrier bar + 8 q.
   auto piece = [&](int q) { return g_begin + q * (g_end - g_begin) / kP; };
   const uint32_t bar = ptx::smem_addr(smem + L.bar_offset + warp * kP * 8);
-  if (lane == 0) {
-#pragma unroll
-    for (int q = 0; q < kP; ++q) ptx::mbarrier_init(bar + 8 * q, 1);
-    ptx::fence_mbarrier_init();
-  }
-  __syncwarp();  // (the other lanes wait on the barriers lane 0 initialised)
+  init_warp_barriers(bar, kP);
   const WarpRouting wr = warp_routing(p.ex.routing, p.ex.num_global_experts, blockIdx.x == 0);
   // Lane 0: piece q of expert e's tile into its slot (with the tokens' rows of those K groups where `with_x`).
   auto copy_piece = [&](int e, int q, bool with_x) {
@@ -142,9 +156,7 @@ __global__ void __launch_bounds__(kDirectThreads, kDirectMinBlocks) moe_direct_g
     for (int q = 0; q < kP; ++q) {
       ptx::mbarrier_wait(bar + 8 * q, parity);
       for (int g = piece(q); g < piece(q + 1); ++g)
-        direct_group(acc, *reinterpret_cast<const uint4*>(ws + (g - g_begin) * pack::kWeightGroupBytes + lane * 16),
-                     *reinterpret_cast<const uint2*>(ss + (g - g_begin) * pack::kScaleGroupBytes + (lane >> 2) * 8),
-                     x_lane + g * 128, p.ex.dequant_mul);
+        direct_group_staged(acc, ws, ss, g - g_begin, lane, x_lane + g * 128, p.ex.dequant_mul);
       if (has_next) {
         __syncwarp();  // every lane has read the piece's slot
         if (lane == 0) {
@@ -206,13 +218,7 @@ __global__ void __launch_bounds__(kDirectThreads, kStageWeights ? kDirectDownMin
   uint8_t* ss = smem + L.s_offset + warp * L.s_warp_bytes;  // and scales at i * 64
   const uint32_t bar = ptx::smem_addr(smem + L.bar_offset + warp * 8);
   uint32_t parity = 0;
-  if constexpr (kStageWeights) {
-    if (lane == 0) {
-      ptx::mbarrier_init(bar, 1);
-      ptx::fence_mbarrier_init();
-    }
-    __syncwarp();  // (the other lanes wait on the barrier lane 0 initialised)
-  }
+  if constexpr (kStageWeights) init_warp_barriers(bar, 1);
   [[maybe_unused]] uint4 wq[kStageWeights ? 1 : kB];
   [[maybe_unused]] uint2 sq[kStageWeights ? 1 : kB];
   // Groups [b0, min(b0 + kB, gk1)) of chunk cc. Staged: lane 0 puts them in flight by two bulk copies (a 16-row
@@ -293,10 +299,7 @@ __global__ void __launch_bounds__(kDirectThreads, kStageWeights ? kDirectDownMin
         if constexpr (kStageWeights) {
           ptx::mbarrier_wait(bar, parity);
           parity ^= 1u;
-          for (int i = 0; i < ng; ++i)
-            direct_group(acc, *reinterpret_cast<const uint4*>(ws + i * pack::kWeightGroupBytes + lane * 16),
-                         *reinterpret_cast<const uint2*>(ss + i * pack::kScaleGroupBytes + (lane >> 2) * 8),
-                         x_lane + (b0 + i) * 128, p.ex.dequant_mul);
+          for (int i = 0; i < ng; ++i) direct_group_staged(acc, ws, ss, i, lane, x_lane + (b0 + i) * 128, p.ex.dequant_mul);
         } else {
 #pragma unroll
           for (int i = 0; i < kB; ++i)

@@ -7,6 +7,8 @@
 
 #include <cstdint>
 
+#include "kernels/weight_pack.h"
+
 namespace fp4moe {
 
 // Warps per block of both kernels. gate_up: the warps of a block split the K of one 16-row weight tile; down: they
@@ -45,6 +47,10 @@ constexpr int64_t direct_down_groups_per_warp(int64_t chunks, int64_t groups) {
   return (groups + parts - 1) / parts;
 }
 
+// Whether gate_up's blocks take more than one chunk each (moe_direct_gate_up_kernel<true>): fewer block rows than the
+// call's pairs, its most chunks. The plan counts that kernel's registers, the layer launches it.
+constexpr bool direct_gate_up_loops(int64_t gate_up_chunk_blocks, int64_t pairs) { return gate_up_chunk_blocks < pairs; }
+
 // gate_up: each warp's whole K range of the block's 16-row weight tile (its weights, then its block scales, in the
 // prepacked order, so one bulk copy each), the call's T token rows over all of H (+16 bytes per row: a row stride
 // of an odd number of 16-byte units keeps ldmatrix's eight row reads on distinct banks; staged by token, not by
@@ -60,9 +66,9 @@ struct DirectGateUpSmem {
 constexpr DirectGateUpSmem direct_gate_up_smem(int64_t num_tokens, int64_t hidden) {
   DirectGateUpSmem s{};
   s.warp_groups = (hidden / 64 + kDirectWarps - 1) / kDirectWarps;
-  s.w_warp_bytes = s.warp_groups * 512;  // pack::kWeightGroupBytes (kernels/weight_pack.h)
+  s.w_warp_bytes = s.warp_groups * pack::kWeightGroupBytes;
   s.s_offset = kDirectWarps * s.w_warp_bytes;
-  s.s_warp_bytes = s.warp_groups * 64;  // pack::kScaleGroupBytes
+  s.s_warp_bytes = s.warp_groups * pack::kScaleGroupBytes;
   s.x_offset = s.s_offset + kDirectWarps * s.s_warp_bytes;
   s.row_stride = hidden * 2 + 16;
   s.red_offset = s.x_offset + num_tokens * s.row_stride;
@@ -81,9 +87,9 @@ struct DirectDownSmem {
 };
 constexpr DirectDownSmem direct_down_smem(int64_t pairs, int64_t intermediate, bool stage_weights) {
   DirectDownSmem s{};
-  s.w_warp_bytes = stage_weights ? int64_t{kDirectDownBatch} * 512 : 32 * 4 * 4;  // pack::kWeightGroupBytes
+  s.w_warp_bytes = stage_weights ? int64_t{kDirectDownBatch} * pack::kWeightGroupBytes : 32 * 4 * 4;
   s.s_offset = kDirectWarps * s.w_warp_bytes;
-  s.s_warp_bytes = stage_weights ? int64_t{kDirectDownBatch} * 64 : 0;  // pack::kScaleGroupBytes
+  s.s_warp_bytes = stage_weights ? int64_t{kDirectDownBatch} * pack::kScaleGroupBytes : 0;
   s.act_offset = s.s_offset + kDirectWarps * s.s_warp_bytes;
   s.row_stride = intermediate * 2 + 16;
   s.terms_offset = s.act_offset + pairs * s.row_stride;
@@ -92,7 +98,7 @@ constexpr DirectDownSmem direct_down_smem(int64_t pairs, int64_t intermediate, b
   s.total = s.bar_offset + int64_t{kDirectWarps} * 8;
   return s;
 }
-static_assert(kDirectDownBatch * 512 >= 32 * 4 * 4, "a down warp's weight slots hold its 32 lanes' four fp32 sums");
+static_assert(kDirectDownBatch * pack::kWeightGroupBytes >= 32 * 4 * 4, "a down warp's weight slots hold its 32 lanes' four fp32 sums");
 
 // Registers per thread of the direct kernels: the layer reads them from its kernels at init (cudaFuncGetAttributes);
 // these defaults are the sm_90a build's (nvcc 13.0), for plans made without a GPU.

@@ -371,12 +371,13 @@ Status MoeLayer::Impl::run(const MoeForwardArgs& a, void* workspace, size_t work
     d.bf16_terms = bf16_partials;
     d.gate_up_chunk_blocks = rp.direct.gate_up_chunk_blocks;
     const MoeDirectPlan& dp = rp.direct;
+    auto* gate_up_kernel = direct_gate_up_loops(dp.gate_up_chunk_blocks, pairs) ? kernels::moe_direct_gate_up_kernel<true>
+                                                                                : kernels::moe_direct_gate_up_kernel<false>;
+    auto* down_kernel = dp.down_stages_weights ? kernels::moe_direct_down_kernel<true> : kernels::moe_direct_down_kernel<false>;
     if (phases & kPhaseGateUp)
-      FP4MOE_CUDA_TRY(launch(dp.gate_up_chunk_blocks >= pairs ? kernels::moe_direct_gate_up_kernel<false>
-                                                              : kernels::moe_direct_gate_up_kernel<true>,
-                             dp.gate_up_blocks, dp.threads, dp.gate_up_smem_bytes, stream, false, d));
+      FP4MOE_CUDA_TRY(launch(gate_up_kernel, dp.gate_up_blocks, dp.threads, dp.gate_up_smem_bytes, stream, false, d));
     if (phases & kPhaseDown)
-      FP4MOE_CUDA_TRY(launch(dp.down_stages_weights ? kernels::moe_direct_down_kernel<true> : kernels::moe_direct_down_kernel<false>, dp.down_blocks, dp.threads, dp.down_smem_bytes, stream,
+      FP4MOE_CUDA_TRY(launch(down_kernel, dp.down_blocks, dp.threads, dp.down_smem_bytes, stream,
                              pdl_ok && (phases & kPhaseGateUp), d));
     return Status::ok();
   }

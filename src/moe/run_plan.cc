@@ -246,26 +246,29 @@ bool direct_decode_plan(const PlanContext& c, int64_t num_tokens, MoeDirectPlan*
   if (pairs < 1 || pairs > kMaxDirectDecodePairs) return false;
   // The chunks T tokens of uniform routing reach (one per local expert with a token: T <= 8 rows each).
   const int64_t chunks = static_cast<int64_t>(std::ceil(expected_local_experts(s, num_tokens) - 1e-9));
-  if (direct_down_groups_per_warp(std::max<int64_t>(chunks, 1), s.intermediate / 64) > kDirectMaxDownGroupsPerWarp)
-    return false;
+  const int64_t groups_per_warp = direct_down_groups_per_warp(std::max<int64_t>(chunks, 1), s.intermediate / 64);
+  if (groups_per_warp > kDirectMaxDownGroupsPerWarp) return false;
   // gate_up: a block per tile for each chunk uniform routing reaches, and one more (the blocks take the chunks in
   // turn: a step that reaches more is correct, a little slower), but no more block rows than one wave of resident
   // blocks holds: a block that takes a second chunk streams it on through its slots, where a block waiting for a
   // slot would start its routing and copies only when a first-wave block exits (EP8 at T=2: 768 blocks of 80 KB).
   const ArchInfo a = arch_info(c.arch);
+  // Blocks of `smem` bytes that one SM's shared memory holds (with the runtime's reservation per block), at most the
+  // kernels' register bound kDirectMinBlocks.
+  auto per_sm = [&](int64_t smem) {
+    return std::min<int64_t>(kDirectMinBlocks, a.smem_per_sm / (smem + a.reserved_smem_per_block));
+  };
   const int64_t tiles = 2 * s.intermediate / 16;
   const int64_t gu_smem = direct_gate_up_smem(num_tokens, s.hidden).total;
   int64_t chunk_blocks = std::min(pairs, std::max<int64_t>(chunks, 1) + 1);
-  if (c.sms > 0) {
-    const int64_t per_sm = std::min<int64_t>(kDirectMinBlocks, a.smem_per_sm / (gu_smem + a.reserved_smem_per_block));
-    chunk_blocks = std::max<int64_t>(1, std::min(chunk_blocks, per_sm * c.sms / tiles));
-  }
+  if (c.sms > 0) chunk_blocks = std::max<int64_t>(1, std::min(chunk_blocks, per_sm(gu_smem) * c.sms / tiles));
   const int64_t gate_up_blocks = chunk_blocks * tiles, down_blocks = s.hidden / 16;
   const int64_t staged_smem = direct_down_smem(pairs, s.intermediate, true).total;
   const bool stage = staged_smem <= kDirectMaxSmem &&
                      direct_down_stages_weights(gate_up_blocks, down_blocks, gu_smem, staged_smem, c.sms, a.smem_per_sm,
                                                 a.reserved_smem_per_block, a.regs_per_sm,
-                                                chunk_blocks < pairs ? c.direct_regs.gate_up_loop : c.direct_regs.gate_up,
+                                                direct_gate_up_loops(chunk_blocks, pairs) ? c.direct_regs.gate_up_loop
+                                                                                          : c.direct_regs.gate_up,
                                                 c.direct_regs.down_staged);
   const int64_t dn_smem = stage ? staged_smem : direct_down_smem(pairs, s.intermediate, false).total;
   // A down warp with more than one batch of weights to stream pays a round trip per batch after its first; where
@@ -273,11 +276,8 @@ bool direct_decode_plan(const PlanContext& c, int64_t num_tokens, MoeDirectPlan*
   // wave's, the tiled kernels are faster (DeepSeek-V3 TP8 at T=2: 448 down blocks on 396 slots, 36.7 against 31.7 us
   // on the H200; docs/perf/shards.md). (Staged, every down block is resident by construction. Where the SM count is
   // not known, this is not checked.)
-  const int64_t groups_per_warp = direct_down_groups_per_warp(std::max<int64_t>(chunks, 1), s.intermediate / 64);
-  if (c.sms > 0 && !stage && groups_per_warp > kDirectDownBatch) {
-    const int64_t per_sm = std::min<int64_t>(kDirectMinBlocks, a.smem_per_sm / (dn_smem + a.reserved_smem_per_block));
-    if (down_blocks > per_sm * c.sms) return false;
-  }
+  if (c.sms > 0 && !stage && groups_per_warp > kDirectDownBatch && down_blocks > per_sm(dn_smem) * c.sms)
+    return false;
   if (gate_up_blocks >= (int64_t{1} << 31) || down_blocks >= (int64_t{1} << 31) || gu_smem > kDirectMaxSmem ||
       dn_smem > kDirectMaxSmem)
     return false;

@@ -11,6 +11,7 @@
 
 #include "fp4moe/moe.h"
 #include "fp4moe/testing.h"
+#include "kernels/moe_decode_direct_layout.h"
 #include "tests/gpu/moe_check.h"
 
 namespace fp4moe {
@@ -78,10 +79,10 @@ TEST(MoeDirect, MatchesTheReferenceOnShardAndOddShapes) {
     if (HasFatalFailure()) return;
     const MoeRunPlan rp = testing::plan_of(p.layer, c.T);
     ASSERT_TRUE(rp.direct_decode) << rp.to_string();
-    looping += rp.direct.gate_up_chunk_blocks < c.T * c.k;
-    second_chunk += chunks_of(p) > rp.direct.gate_up_chunk_blocks;
-    (rp.direct.down_stages_weights ? staged : unstaged) += 1;
     const int64_t ch = chunks_of(p);
+    looping += direct_gate_up_loops(rp.direct.gate_up_chunk_blocks, c.T * c.k);
+    second_chunk += ch > rp.direct.gate_up_chunk_blocks;
+    (rp.direct.down_stages_weights ? staged : unstaged) += 1;
     unstaged_split += !rp.direct.down_stages_weights && ch > 0 && ch < 8 && c.I / 64 / (8 / ch) > 4;
     p.run_poisoned();
     if (HasFatalFailure()) return;
