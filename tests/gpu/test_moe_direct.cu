@@ -83,7 +83,8 @@ TEST(MoeDirect, MatchesTheReferenceOnShardAndOddShapes) {
     looping += direct_gate_up_loops(rp.direct.gate_up_chunk_blocks, c.T * c.k);
     second_chunk += ch > rp.direct.gate_up_chunk_blocks;
     (rp.direct.down_stages_weights ? staged : unstaged) += 1;
-    unstaged_split += !rp.direct.down_stages_weights && ch > 0 && ch < 8 && c.I / 64 / (8 / ch) > 4;
+    unstaged_split += !rp.direct.down_stages_weights && ch > 0 && ch < kDirectWarps &&
+                      direct_down_groups_per_warp(ch, c.I / 64) > kDirectDownBatch;
     p.run_poisoned();
     if (HasFatalFailure()) return;
     testing::check_against_reference(p);
