@@ -166,13 +166,16 @@ __device__ __forceinline__ void moe_gemm_ws_body(const MoeGemmParams& p, const M
     }
     };
     if constexpr (Cfg::kBlockM > 64) {
-      // The 128-token tile: an item of at most 64 rows (an expert's last, partial chunk) multiplies 64 tokens, not
-      // 128 (half the MMAs; the padding rows cost as much as real ones). Its rows come with its first stage; the
-      // shuffle tells ptxas the choice is warp-uniform (a divergent-looking branch around wgmmas serializes them).
+      // The 128-token tile: an item of at most 16, 32 or 64 rows (an expert's last, partial chunk) multiplies that
+      // many tokens, not 128 (fewer MMAs; the padding rows cost as much as real ones). Its rows come with its first
+      // stage; the shuffle tells ptxas the choice is warp-uniform (a divergent-looking branch around wgmmas
+      // serializes them).
       ptx::mbarrier_wait(full(slot), parity);
       const int first_rows =
           __shfl_sync(0xFFFFFFFFu, *reinterpret_cast<const int32_t*>(record(slot) + MoeGemmWsRecord::kFirstRows), 0);
-      if (first_rows <= 64) k_loop(std::integral_constant<int, 64>{});
+      if (first_rows <= 16) k_loop(std::integral_constant<int, 16>{});
+      else if (first_rows <= 32) k_loop(std::integral_constant<int, 32>{});
+      else if (first_rows <= 64) k_loop(std::integral_constant<int, 64>{});
       else k_loop(std::integral_constant<int, Cfg::kBlockM>{});
     } else {
       k_loop(std::integral_constant<int, Cfg::kBlockM>{});

@@ -283,7 +283,8 @@ TEST(MoeGpu, WarpSpecializedAndMultistageTilesMatchTheReference) {
 }
 
 // The prefill tile (warp-specialized, 128 tokens per item, the producer's registers moved to the consumers):
-// full and partial chunks (experts of 256, 137 and 1..127 tokens), one expert of 700 (six chunks), K long enough to
+// full and partial chunks (experts of 256, 137, 150, 180 and 1..127 tokens: last chunks of 9, 22 and 52 rows run the
+// wgmma at N = 16, 32 and 64), one expert of 700 (six chunks), K long enough to
 // reuse every stage (16 K tiles against 4 stages), a split down K, every finalize mode, upfirst and ModelOpt scales; each against the reference with poisoned outputs, deterministic reruns bit for bit,
 // and a graph replay of the same.
 TEST(MoeGpu, PrefillTileMatchesTheReference) {
@@ -296,6 +297,8 @@ TEST(MoeGpu, PrefillTileMatchesTheReference) {
       Case{256, 4, 2048, 2048, 2, Routing::kUniform, 128, FinalizeMode::kDeterministic, true, false, 2},
       Case{548, 8, 1024, 256, 4, Routing::kSkewed, 128},
       Case{137, 1, 256, 256, 1, Routing::kUniform, 128, FinalizeMode::kDeterministicBf16},
+      Case{150, 1, 512, 256, 1, Routing::kUniform, 128, FinalizeMode::kAtomic},
+      Case{180, 1, 256, 512, 1, Routing::kUniform, 128},
   };
   for (const Case& c : cases) {
     SCOPED_TRACE(c.name());
