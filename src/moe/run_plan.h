@@ -36,10 +36,8 @@ inline constexpr BlockMThresholds kThresholdsMultistage16{15.0, 20.0, 40.0};
 // weights once for twice the tokens, but its MMAs and copies per token are those of two), a last chunk of at
 // most 64 rows (which multiplies 16, 32 or 64 tokens; one cost for the three) kPrefillHalfChunkCost. The heuristic
 // takes the 128-token tile where the expected cost over Poisson-like expert loads is below kPrefillMargin of the
-// 64-token tile's. Fitted to the H200's GLM-5 layer at T = 2048..16384 when short chunks all ran at N = 64
-// (0.99x / 0.84x / 0.91x / 0.88x / 0.86x the 64-token layer at T = 2048 / 3072 / 4096 / 8192 / 16384), which the
-// model reproduces within 2%; with N = 16 and 32 the measured ratios are 0.99x / 0.87x / 0.94x / 0.87x / 0.85x
-// (docs/perf/prefill.md), and the model's choice (64 at T = 2048, 128 from 3072) is within 1% of the faster tile's.
+// 64-token tile's. Fitted to the H200's GLM-5 layer at T = 2048..16384 (docs/perf/prefill.md has the measured
+// ratios, and that the model's choice is within 1% of the faster tile's at each T).
 inline constexpr double kPrefillChunkCost = 1.68, kPrefillHalfChunkCost = 1.25, kPrefillMargin = 0.97;
 // The expected per-expert chunk costs of the 64- and 128-token tiles at `mean` tokens per expert (a normal with
 // variance `mean`, as Poisson loads), in the units above.
