@@ -62,6 +62,11 @@ struct MoeBenchRow {
   int down_k_splits = 0;                                      // of the fastest config (0 = the layer's choice)
   double route_us = 0, gate_up_us = 0, down_us = 0, layer_us = 0;
   double layer_graph_us = 0;  // the fastest config's forward pass replayed from a CUDA graph (0: not timed)
+  // Per pass of one CUDA graph holding graph_chain_passes forward passes back to back (one per routing set, all on one
+  // workspace), as a model's step graph holds its layers: the graph launch is shared, each pass starts as the one before
+  // it drains (0: not timed).
+  double layer_graph_chain_us = 0;
+  int graph_chain_passes = 0;
   double weight_bytes = 0, floor_us = 0, gbs = 0, pct_bw = 0, tflops = 0, flop_per_byte = 0;
   double cublas_gate_up_us = 0, cublas_us = 0;
   // The variants below are timed (when phases are; 0 otherwise) at the fastest config in rounds, each round
