@@ -95,7 +95,9 @@ __device__ __forceinline__ void init_warp_barriers(uint32_t bar, int count) {
 template <bool kChunkLoop>
 __global__ void __launch_bounds__(kDirectThreads, kDirectMinBlocks) moe_direct_gate_up_kernel(const DirectDecodeParams p) {
   extern __shared__ __align__(16) uint8_t smem[];
-  ptx::griddep_wait();  // (launched without a programmatic predecessor: returns at once)
+  // The forward pass's first kernel, a programmatic dependent of whatever kernel the stream ran before (its blocks
+  // are resident while that one drains): nothing is read or written before the wait (a no-op after a plain launch).
+  ptx::griddep_wait();
   ptx::griddep_launch_dependents();
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   const int n = 2 * p.intermediate, n16 = n / 16;
@@ -155,6 +157,9 @@ __global__ void __launch_bounds__(kDirectThreads, kDirectMinBlocks) moe_direct_g
 #pragma unroll
     for (int q = 0; q < kP; ++q) {
       ptx::mbarrier_wait(bar + 8 * q, parity);
+      // Two groups an iteration: the second group's shared-memory loads and conversion overlap the first's MMAs
+      // (the piece that lands last is multiplied after everything else has arrived: its time is the kernel's tail).
+#pragma unroll 2
       for (int g = piece(q); g < piece(q + 1); ++g)
         direct_group_staged(acc, ws, ss, g - g_begin, lane, x_lane + g * 128, p.ex.dequant_mul);
       if (has_next) {
@@ -255,6 +260,8 @@ __global__ void __launch_bounds__(kDirectThreads, kStageWeights ? kDirectDownMin
     if (lane < valid) row_of_pair[wr.perm] = lane;
   }
   ptx::griddep_wait();  // gate_up's SwiGLU rows are complete and visible
+  // (No launch_dependents: the pass's last kernel, and where its blocks are more than a wave, the next pass's first
+  // kernel would take the slots its later blocks need.)
   const int row_chunks = I / 8;  // 16-byte pieces of a row
   for (int i = threadIdx.x; i < valid * row_chunks; i += kDirectThreads) {
     const int r = i / row_chunks, q = i % row_chunks;
@@ -299,7 +306,11 @@ __global__ void __launch_bounds__(kDirectThreads, kStageWeights ? kDirectDownMin
         if constexpr (kStageWeights) {
           ptx::mbarrier_wait(bar, parity);
           parity ^= 1u;
-          for (int i = 0; i < ng; ++i) direct_group_staged(acc, ws, ss, i, lane, x_lane + (b0 + i) * 128, p.ex.dequant_mul);
+          // Unrolled (a guard, not a bound of ng): the batch's loads and conversions are scheduled ahead of the MMAs
+          // they feed; this loop runs after gate_up's rows arrive, on every down warp at once.
+#pragma unroll
+          for (int i = 0; i < kB; ++i)
+            if (i < ng) direct_group_staged(acc, ws, ss, i, lane, x_lane + (b0 + i) * 128, p.ex.dequant_mul);
         } else {
 #pragma unroll
           for (int i = 0; i < kB; ++i)

@@ -103,10 +103,10 @@ static_assert(kDirectDownBatch * pack::kWeightGroupBytes >= 32 * 4 * 4, "a down 
 // Registers per thread of the direct kernels: the layer reads them from its kernels at init (cudaFuncGetAttributes);
 // these defaults are the sm_90a build's (nvcc 13.0), for plans made without a GPU.
 struct DirectKernelRegs {
-  int gate_up = 48;       // moe_direct_gate_up_kernel<false>: one chunk per block
-  int gate_up_loop = 64;  // <true>: blocks that take more chunks
-  int down_staged = 48;   // moe_direct_down_kernel<true> (with 8 bytes of stack: at 56 registers 3 of its blocks beside
-                          // 2 gate_up blocks would not fit, and the H200 measured 17.0 against 16.6 us at TP8 T=1)
+  int gate_up = 54;       // moe_direct_gate_up_kernel<false>: one chunk per block
+  int gate_up_loop = 66;  // <true>: blocks that take more chunks
+  int down_staged = 48;   // moe_direct_down_kernel<true> (at 56 registers 3 of its blocks beside 2 gate_up blocks would
+                          // not fit, and the H200 measured 17.0 against 16.6 us at TP8 T=1)
 };
 
 // Whether the down kernel stages its weights in shared memory by bulk copies rather than loading them into registers:

@@ -45,6 +45,7 @@ __global__ void __launch_bounds__(kFinalizeThreads)
                                __nv_bfloat16* __restrict__ out) {
   constexpr int kBatch = 8, kCols = kFinalizeCols<Partial>;
   ptx::griddep_wait();
+  ptx::griddep_launch_dependents();  // (the pass's last kernel: the next pass's first may start as blocks leave)
   const int64_t idx = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
   const int64_t groups = h / kCols;
   if (idx >= num_tokens * groups) return;
@@ -84,6 +85,7 @@ __global__ void __launch_bounds__(kFinalizeThreads)
 // Fast mode's last step: bf16 copy of the fp32 accumulation buffer [T, H].
 __global__ void moe_finalize_convert_kernel(const float* __restrict__ acc32, int64_t n, __nv_bfloat16* __restrict__ out) {
   ptx::griddep_wait();
+  ptx::griddep_launch_dependents();  // (as in the gather kernel)
   const int64_t i = (blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x) * 8;
   if (i >= n) return;
   const float4 a = *reinterpret_cast<const float4*>(acc32 + i), b = *reinterpret_cast<const float4*>(acc32 + i + 4);

@@ -111,6 +111,10 @@ __global__ void __launch_bounds__(1024) moe_routing_kernel(RoutingParams p, int3
   int32_t* warp_sums = sm + 2 * E;                              // [32]
   uint16_t* wcnt = reinterpret_cast<uint16_t*>(sm + 2 * E + 32);  // [32][E]
   const int tid = threadIdx.x;
+  // The forward pass's first kernel, launched as a programmatic dependent of whatever kernel the stream ran before
+  // (the router that wrote the ids, the previous layer that still reads the workspace): it waits for that one
+  // before it reads or writes anything (a no-op after a plain launch).
+  ptx::griddep_wait();
   // Lets the gate_up kernel (a programmatic dependent launch) take its SMs now; it waits for this grid's
   // completion before it reads the tables (ptx.cuh, griddepcontrol).
   ptx::griddep_launch_dependents();
@@ -149,6 +153,7 @@ __global__ void __launch_bounds__(1024) moe_routing_count_kernel(RoutingParams p
   extern __shared__ int32_t sm[];
   const int E = p.num_experts, tid = threadIdx.x;
   int32_t* cnt = sm;  // [E], then the block's error flags
+  ptx::griddep_wait();  // (the forward pass's first kernel: as in moe_routing_kernel)
   ptx::griddep_launch_dependents();  // the place kernel may start; it waits for this grid before reading counts
   for (int e = tid; e < E; e += blockDim.x) cnt[e] = 0;
   if (tid == 0) cnt[E] = 0;

@@ -91,8 +91,9 @@ struct MoeLayerOptions {
   FinalizeMode finalize = FinalizeMode::kDeterministic;
   int block_m = 0;  // 0: chosen per call (direct decode path, else tuning cache, else heuristic); else shipped_block_ms()
   // sm_90+: launch each kernel of a forward pass as a programmatic dependent of the one before, so it starts
-  // while that one drains (the down GEMM streams its first weights before gate_up has finished). Off: plain
-  // stream order (same results, bit for bit).
+  // while that one drains (the down GEMM streams its first weights before gate_up has finished); the first one too,
+  // of whatever kernel the stream ran before the call (the router, the previous layer), which it waits for before
+  // it reads or writes anything. Off: plain stream order (same results, bit for bit).
   bool programmatic_launch = true;
   // At most kMaxFusedRoutingPairs (token, expert) pairs (a decode step of up to 32 / top_k tokens) with a
   // decode tile (block_m <= 16): the GEMM kernels route the pairs themselves, in registers, instead of a

@@ -319,8 +319,11 @@ Status MoeLayer::Impl::run(const MoeForwardArgs& a, void* workspace, size_t work
   const int32_t pairs = static_cast<int32_t>(a.num_tokens * s.top_k);
   const detail::MoeKernelSet& ks_gate_up = *sets[static_cast<size_t>(choice.gate_up)];
   const detail::MoeKernelSet& ks_down = *sets[static_cast<size_t>(choice.down)];
-  // Each GEMM / finalize kernel is a programmatic dependent of the kernel this call enqueued just before it
-  // (never of whatever the stream ran earlier: a phase run alone launches normally).
+  // Each kernel is a programmatic dependent of the kernel enqueued just before it: the pass's first one (routing,
+  // gate_up with its routing inside, or the direct gate_up) of whatever kernel the stream ran before the call -- the
+  // router that wrote the ids, the previous layer -- so its blocks are resident as that one drains; it waits for it
+  // (griddepcontrol.wait) before it reads or writes anything. Not after a memset of this call (then the first kernel
+  // launches normally), and not a down kernel run alone (it reads the routing before its wait).
 #if defined(FP4MOE_NO_GRIDDEP)  // kernels built without griddepcontrol (an A/B build): plain launches only
   const bool pdl_ok = false;
 #else
@@ -375,7 +378,7 @@ Status MoeLayer::Impl::run(const MoeForwardArgs& a, void* workspace, size_t work
                                                                                 : kernels::moe_direct_gate_up_kernel<false>;
     auto* down_kernel = dp.down_stages_weights ? kernels::moe_direct_down_kernel<true> : kernels::moe_direct_down_kernel<false>;
     if (phases & kPhaseGateUp)
-      FP4MOE_CUDA_TRY(launch(gate_up_kernel, dp.gate_up_blocks, dp.threads, dp.gate_up_smem_bytes, stream, false, d));
+      FP4MOE_CUDA_TRY(launch(gate_up_kernel, dp.gate_up_blocks, dp.threads, dp.gate_up_smem_bytes, stream, pdl_ok, d));
     if (phases & kPhaseDown)
       FP4MOE_CUDA_TRY(launch(down_kernel, dp.down_blocks, dp.threads, dp.down_smem_bytes, stream,
                              pdl_ok && (phases & kPhaseGateUp), d));
@@ -383,32 +386,39 @@ Status MoeLayer::Impl::run(const MoeForwardArgs& a, void* workspace, size_t work
   }
   float* partial = reinterpret_cast<float*>(wsp + L.partial);
   // Fast mode accumulates with atomics into a zeroed buffer: zeroed first, so the kernels stay back to back.
-  if ((phases & kPhaseDown) && !det)
+  bool memset_first = false;  // a memset node precedes this call's first kernel (which then launches normally)
+  if ((phases & kPhaseDown) && !det) {
     FP4MOE_CUDA_TRY(cudaMemsetAsync(partial, 0, static_cast<size_t>(a.num_tokens * s.hidden * 4), stream));
+    memset_first = true;
+  }
 
   // gate_up with split K: its arrival counters (kernels/moe_gemm_epilogue.cuh, gate_up_split_fixup) start at zero
   // each call, whatever the workspace held; a memset node, like the atomic finalize's, before the first kernel.
   float* gu_split = reinterpret_cast<float*>(wsp + L.gu_split);
-  if ((phases & kPhaseGateUp) && gu_splits > 1)
+  if ((phases & kPhaseGateUp) && gu_splits > 1) {
     FP4MOE_CUDA_TRY(cudaMemsetAsync(wsp + L.gu_counters, 0, static_cast<size_t>(L.gu_counter_bytes), stream));
+    memset_first = true;
+  }
+  const bool first_pdl = pdl_ok && !memset_first;
 
   // A few pairs: the GEMM kernels route them in registers (kernels/moe_routing_warp.cuh), gate_up's
   // block 0 writing the tables the finalize and testing::workspace_view read; the routing kernel is not launched.
   const bool fused_routing = rp.fused_routing && (phases & kPhaseRouting) && (phases & kPhaseGateUp);
-  if ((phases & kPhaseRouting) && !fused_routing) {
+  const bool routing_kernel = (phases & kPhaseRouting) && !fused_routing;
+  if (routing_kernel) {
     if (kernels::routing_multi_block(pairs)) {  // many pairs: one block per range (kernels/moe_routing.cuh)
       const int64_t blocks = kernels::routing_blocks(pairs);
       int32_t* counts = i32(L.route_counts);
       auto* block_flags = reinterpret_cast<uint32_t*>(counts + blocks * s.num_experts);
       FP4MOE_CUDA_TRY(launch(kernels::moe_routing_count_kernel, blocks, 1024,
-                             kernels::routing_count_smem_bytes(s.num_experts), stream, false, ex.routing,
+                             kernels::routing_count_smem_bytes(s.num_experts), stream, first_pdl, ex.routing,
                              ex.num_global_experts, counts, block_flags));
       FP4MOE_CUDA_TRY(launch(kernels::moe_routing_place_kernel, blocks, 1024, kernels::routing_smem_bytes(s.num_experts),
                              stream, pdl_ok, ex.routing, ex.num_global_experts, static_cast<const int32_t*>(counts),
                              static_cast<const uint32_t*>(block_flags)));
     } else {
       FP4MOE_CUDA_TRY(launch(kernels::moe_routing_kernel, 1, 1024, kernels::routing_smem_bytes(s.num_experts), stream,
-                             false, ex.routing, ex.num_global_experts));
+                             first_pdl, ex.routing, ex.num_global_experts));
     }
   }
   // (The chunk-table pointers also go in MoeGemmParams: kernels/moe_gemm_params.cuh says why.)
@@ -449,7 +459,7 @@ Status MoeLayer::Impl::run(const MoeForwardArgs& a, void* workspace, size_t work
                                          : (fused_routing ? ks_gate_up.gate_up_fused : ks_gate_up.gate_up),
                            rp.gate_up.grid,
                            rp.gate_up.threads, rp.gate_up.smem_bytes, stream,
-                           pdl_ok && (phases & kPhaseRouting) && !fused_routing, gu, ex));
+                           routing_kernel ? pdl_ok : first_pdl, gu, ex));
   if (phases & kPhaseDown) {
     const detail::MoeKernelSet& k = ks_down;
     const auto store = fused_routing ? (bf16_partials ? k.down_store_bf16_fused : k.down_store_fused)

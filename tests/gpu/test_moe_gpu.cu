@@ -7,10 +7,13 @@
 #include <algorithm>
 #include <cmath>
 #include <map>
+#include <utility>
+#include <vector>
 
 #include "fp4moe/bf16.h"
 #include "fp4moe/moe.h"
 #include "fp4moe/tuning.h"
+#include "kernels/moe_routing_layout.h"
 #include "tests/gpu/moe_check.h"
 
 namespace fp4moe {
@@ -161,6 +164,87 @@ TEST(MoeGpu, ProgrammaticLaunchIsBitIdenticalToPlainLaunch) {
   ASSERT_TRUE(r.is_ok()) << r.to_string();
   ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
   EXPECT_EQ(p.out.download<uint16_t>(with_pdl.size()), with_pdl) << "plain and programmatic launches differ";
+}
+
+// Two layers' forward passes back to back on one stream and one workspace, the second taking the first's output as
+// its hidden states, as a model's consecutive MoE layers do: each output equals that layer's own run bit for bit, on
+// the stream and in two replays of a CUDA graph of both. Each pass's first kernel is a programmatic dependent of the
+// previous pass's last kernel, whose output it reads and whose workspace it overwrites; only its wait keeps them
+// apart, and the outputs are poisoned before every run, so a read that came early would show. Cases: the direct
+// decode path, the tiled kernels routing in registers, the routing kernel, the multi-block routing kernels, and a
+// gate_up K split (a memset first: the first kernel then launches normally).
+TEST(MoeGpu, ConsecutiveLayersOnOneWorkspaceMatchTheirOwnRuns) {
+  FP4MOE_SKIP_WITHOUT_GPU();
+  enum Kind { kDirect, kFused, kRouted, kMultiBlock, kSplit };
+  std::vector<std::pair<Kind, Case>> cases = {{kDirect, Case{1, 256, 2048, 256, 8}},
+                                              {kFused, Case{3, 8, 256, 512, 2}},
+                                              {kRouted, Case{64, 64, 256, 256, 8}},
+                                              {kMultiBlock, Case{300, 16, 256, 256, 8}},
+                                              {kSplit, Case{2, 8, 1024, 256, 4}}};
+  cases[kFused].second.direct_decode = false;
+  cases[kSplit].second.direct_decode = false;
+  cases[kSplit].second.gate_up_k_splits = 2;
+  for (const auto& [kind, c] : cases) {
+    SCOPED_TRACE(c.name());
+    const uint64_t seed = devdata::fresh_seed() % 1000003;
+    Problem p, q;
+    p.setup(c, seed);
+    if (HasFatalFailure()) return;
+    q.setup(c, seed + 1);
+    if (HasFatalFailure()) return;
+    MoeRunPlan plan;
+    ASSERT_TRUE(p.layer.plan(p.args(), &plan).is_ok());
+    ASSERT_TRUE(plan.programmatic_launch) << plan.to_string();
+    if (kind == kDirect) EXPECT_TRUE(plan.direct_decode) << plan.to_string();
+    if (kind == kFused) EXPECT_TRUE(!plan.direct_decode && plan.fused_routing) << plan.to_string();
+    if (kind == kRouted || kind == kMultiBlock) EXPECT_FALSE(plan.fused_routing) << plan.to_string();
+    if (kind == kMultiBlock) EXPECT_TRUE(kernels::routing_multi_block(c.T * c.k)) << "the multi-block routing kernels";
+    if (kind == kSplit) EXPECT_EQ(plan.gate_up_k_splits, 2) << plan.to_string();
+    // Each layer's own run: p on its inputs (checked against the reference), then q on p's output.
+    p.run_poisoned();
+    if (HasFatalFailure()) return;
+    check_against_reference(p);
+    const size_t n = static_cast<size_t>(c.T * c.H);
+    const auto want_p = p.out.download<uint16_t>(n);
+    MoeForwardArgs qa = q.args();
+    qa.hidden = p.out.get();
+    ASSERT_TRUE(q.out.poison(0xFF) && q.ws.poison(0xFF));
+    ASSERT_TRUE(q.layer.run(qa, q.ws.get(), q.ws.bytes(), nullptr).is_ok());
+    ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+    const auto want_q = q.out.download<uint16_t>(n);
+    ASSERT_GE(p.ws.bytes(), q.layer.workspace_size(c.T, c.down_k_splits, c.gate_up_k_splits));
+    // Both on one stream and p's workspace.
+    auto enqueue = [&](cudaStream_t s) {
+      const Status a = p.layer.run(p.args(), p.ws.get(), p.ws.bytes(), s);
+      const Status b = q.layer.run(qa, p.ws.get(), p.ws.bytes(), s);
+      return a.is_ok() && b.is_ok();
+    };
+    ASSERT_TRUE(p.out.poison(0xFF) && q.out.poison(0xFF) && p.ws.poison(0xFF));
+    ASSERT_TRUE(enqueue(nullptr));
+    ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+    EXPECT_EQ(p.out.download<uint16_t>(n), want_p) << "the first layer's output, on the stream";
+    EXPECT_EQ(q.out.download<uint16_t>(n), want_q) << "the second layer's output, on the stream";
+    // Both captured in one graph, replayed twice.
+    cudaStream_t s = nullptr;
+    ASSERT_EQ(cudaStreamCreate(&s), cudaSuccess);
+    cudaGraph_t graph = nullptr;
+    cudaGraphExec_t exec = nullptr;
+    ASSERT_EQ(cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal), cudaSuccess);
+    const bool enqueued = enqueue(s);
+    ASSERT_EQ(cudaStreamEndCapture(s, &graph), cudaSuccess);
+    ASSERT_TRUE(enqueued);
+    ASSERT_EQ(cudaGraphInstantiate(&exec, graph, 0), cudaSuccess);
+    for (int replay = 0; replay < 2; ++replay) {
+      ASSERT_TRUE(p.out.poison(0xFF) && q.out.poison(0xFF) && p.ws.poison(0xFF));
+      ASSERT_EQ(cudaGraphLaunch(exec, s), cudaSuccess);
+      ASSERT_EQ(cudaStreamSynchronize(s), cudaSuccess);
+      EXPECT_EQ(p.out.download<uint16_t>(n), want_p) << "the first layer's output, graph replay " << replay;
+      EXPECT_EQ(q.out.download<uint16_t>(n), want_q) << "the second layer's output, graph replay " << replay;
+    }
+    cudaGraphExecDestroy(exec);
+    cudaGraphDestroy(graph);
+    cudaStreamDestroy(s);
+  }
 }
 
 // At most 32 (token, expert) pairs the GEMM kernels route in registers (no routing kernel): the tables, the
