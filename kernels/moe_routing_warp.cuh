@@ -5,6 +5,7 @@
 
 #include <cstdint>
 
+#include "kernels/ptx.cuh"
 
 namespace fp4moe::kernels {
 
@@ -27,6 +28,14 @@ struct RoutingParams {
   int32_t* chunk_rows;          // [max_chunks] rows in the chunk (1..block_m)
   uint32_t* error_flags;        // [1], OR-ed
 };
+
+// Pair i's global id and (in *w) router weight, both loads in flight at once (ptx::ld_global_u32 says why: local_expert
+// reads the weight only for a local id, and its load would otherwise wait for the id's).
+__device__ __forceinline__ int32_t load_pair(const RoutingParams& p, int64_t i, float* w) {
+  const uint32_t id = ptx::ld_global_u32(p.topk_ids + i);
+  *w = __uint_as_float(ptx::ld_global_u32(p.topk_weights + i));
+  return static_cast<int32_t>(id);
+}
 
 // The local expert of a pair with global id `id` and router weight `w`: id - first_expert where that is one of the
 // layer's experts and w is finite; -1 for a pair of another rank's expert (skipped silently) and for bad input,
@@ -76,8 +85,8 @@ __device__ __forceinline__ WarpRouting warp_routing(const RoutingParams& p, int3
   uint32_t err = 0;
   float lane_weight = 0.0f;  // pair `lane`'s router weight
   if (lane < p.num_pairs) {
-    lane_weight = p.topk_weights[lane];
-    const int32_t e = local_expert(p, num_global_experts, p.topk_ids[lane], lane_weight, &err);
+    const int32_t id = load_pair(p, lane, &lane_weight);
+    const int32_t e = local_expert(p, num_global_experts, id, lane_weight, &err);
     if (e >= 0) key = e;
   }
   const bool valid = key != INT32_MAX;

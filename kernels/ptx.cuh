@@ -166,6 +166,19 @@ __device__ __forceinline__ void setmaxnreg() {
 #endif
 }
 
+// A 4-byte global load issued where it stands: two of them go out back to back. ptxas sinks a plain load whose value
+// only one branch uses into that branch, behind the load the branch tests, and the two round trips to memory then run
+// one after the other (the routing's id and router weight: seen in the SASS of 6b85d85). A strong load at CTA scope
+// (`ld.relaxed.cta`, PTX ISA "ld" and the memory consistency model:
+// https://docs.nvidia.com/cuda/parallel-thread-execution/#data-movement-and-conversion-instructions-ld) is kept in
+// place (LDG.E.STRONG.SM in the SASS, both before the branch) and is still served by L1; for data no thread writes
+// during the kernel it reads what a plain load would.
+__device__ __forceinline__ uint32_t ld_global_u32(const void* p) {
+  uint32_t v;
+  asm volatile("ld.relaxed.cta.global.u32 %0, [%1];\n" : "=r"(v) : "l"(p));
+  return v;
+}
+
 // Programmatic dependent launch (PTX ISA "griddepcontrol", sm_90+):
 // https://docs.nvidia.com/cuda/parallel-thread-execution/#parallel-synchronization-and-communication-instructions-griddepcontrol
 // A kernel launched with cudaLaunchAttributeProgrammaticStreamSerialization may start while the previous
