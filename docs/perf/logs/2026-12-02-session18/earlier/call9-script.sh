@@ -1,0 +1,16 @@
+#!/usr/bin/env bash
+# Session 18 call 9: the full layer, build-fc (the CTA-scope loads) against 6b85d85 (build-s18c), alternated twice,
+# T=1 8 64 512 (call 8's single full-layer run of build-fc had T=64 at 1431 us).
+set -uo pipefail
+L=$OUT/logs; mkdir -p $L
+for d in /usr/local/cuda/lib64 $(python3 -c 'import nvidia, os; print(" ".join(os.path.join(p, "cu13", "lib") for p in nvidia.__path__))' 2>/dev/null); do
+  ls "$d"/libcublas.so* >/dev/null 2>&1 && export LD_LIBRARY_PATH="$d:${LD_LIBRARY_PATH:-}" && break
+done
+for round in 1 2; do
+  for v in s18c fc; do
+    timeout 80 build-$v/fp4moe bench --tokens 1 8 64 512 --iters 30 > $L/ab-$v-full-$round.log 2>&1
+    echo "$v full r$round rc $? $(grep -o 'T=[0-9]*: .*passes in one CUDA graph (one workspace): [0-9.]* us per pass' $L/ab-$v-full-$round.log | sed 's/: max tokens.*://; s/passes in one CUDA graph (one workspace)/x/; s/ us per pass//' | tr '\n' ' ') | $(awk '$1 ~ /^[0-9]+$/ && NF > 15 {printf " T%s %s/%s", $1, $8, $9}' $L/ab-$v-full-$round.log)"
+  done
+done
+grep -h "measured:" $L/*.log | cut -c1-60
+cd $OUT && tar czf logs.tgz logs
