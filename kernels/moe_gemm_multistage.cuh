@@ -43,7 +43,8 @@ __device__ __forceinline__ void moe_gemm_body(const MoeGemmParams& p, const MoeG
   // copies before their own wait (below). That read of the routing tables by down is safe because down
   // cannot start before every gate_up block has passed this wait, i.e. after routing completed. (With
   // kFusedRouting the down kernel reads only the layer's inputs -- topk ids and weights -- before its wait;
-  // gate_up is then the forward pass's first kernel, launched normally.)
+  // gate_up is then the forward pass's first kernel, a programmatic dependent of whatever kernel the stream ran
+  // before, which this wait also covers.)
   if constexpr (kEpi == MoeEpilogue::kSwiGLU) {
     ptx::griddep_wait();
     ptx::griddep_launch_dependents();

@@ -171,8 +171,9 @@ __device__ __forceinline__ void setmaxnreg() {
 // one after the other (the routing's id and router weight: seen in the SASS of 6b85d85). A strong load at CTA scope
 // (`ld.relaxed.cta`, PTX ISA "ld" and the memory consistency model:
 // https://docs.nvidia.com/cuda/parallel-thread-execution/#data-movement-and-conversion-instructions-ld) is kept in
-// place (LDG.E.STRONG.SM in the SASS, both before the branch) and is still served by L1; for data no thread writes
-// during the kernel it reads what a plain load would.
+// place (LDG.E.STRONG.SM in the SASS, both before the branch); its SM scope leaves it to L1, where a GPU-scope load
+// sent every warp of the grid to L2 for the same lines (slower at EP8 T=2, docs/perf/shards.md). For data no thread
+// writes during the kernel it reads what a plain load would.
 __device__ __forceinline__ uint32_t ld_global_u32(const void* p) {
   uint32_t v;
   asm volatile("ld.relaxed.cta.global.u32 %0, [%1];\n" : "=r"(v) : "l"(p));
