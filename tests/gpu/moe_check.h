@@ -186,30 +186,39 @@ inline MoeRunPlan plan_of(const MoeLayer& l, int64_t T, int block_m = 0) {
   return p;
 }
 
+// Captures what `enqueue` puts on a fresh stream (its status: the forward passes') in a CUDA graph and launches it
+// `replays` times, `poison` run before each launch and `collect(i)` once replay i has completed.
+inline void replay_graph(const std::function<Status(cudaStream_t)>& enqueue, int replays,
+                         const std::function<bool()>& poison, const std::function<void(int)>& collect) {
+  cudaStream_t s;
+  ASSERT_EQ(cudaStreamCreate(&s), cudaSuccess);
+  cudaGraph_t graph = nullptr;
+  cudaGraphExec_t exec = nullptr;
+  ASSERT_EQ(cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal), cudaSuccess);
+  const Status st = enqueue(s);
+  ASSERT_EQ(cudaStreamEndCapture(s, &graph), cudaSuccess);
+  ASSERT_TRUE(st.is_ok()) << st.to_string();
+  ASSERT_EQ(cudaGraphInstantiate(&exec, graph, 0), cudaSuccess);
+  for (int i = 0; i < replays; ++i) {
+    ASSERT_TRUE(poison());
+    ASSERT_EQ(cudaGraphLaunch(exec, s), cudaSuccess);
+    ASSERT_EQ(cudaStreamSynchronize(s), cudaSuccess);
+    collect(i);
+  }
+  cudaGraphExecDestroy(exec);
+  cudaGraphDestroy(graph);
+  cudaStreamDestroy(s);
+}
+
 // Captures one forward pass of p.layer with `a` in a CUDA graph on a fresh stream (output and workspace poisoned
 // before the capture) and launches it `replays` times, the output poisoned before each launch, so a replay that
 // writes nothing cannot pass; outs[i] is replay i's output.
 inline void graph_replays(Problem& p, const MoeForwardArgs& a, int replays, std::vector<std::vector<uint16_t>>* outs) {
   outs->clear();
-  cudaStream_t s;
-  ASSERT_EQ(cudaStreamCreate(&s), cudaSuccess);
-  cudaGraph_t graph = nullptr;
-  cudaGraphExec_t exec = nullptr;
   ASSERT_TRUE(p.out.poison(0xFF) && p.ws.poison(0xFF));
-  ASSERT_EQ(cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal), cudaSuccess);
-  const Status st = p.layer.run(a, p.ws.get(), p.ws.bytes(), s);
-  ASSERT_EQ(cudaStreamEndCapture(s, &graph), cudaSuccess);
-  ASSERT_TRUE(st.is_ok()) << st.to_string();
-  ASSERT_EQ(cudaGraphInstantiate(&exec, graph, 0), cudaSuccess);
-  for (int i = 0; i < replays; ++i) {
-    ASSERT_TRUE(p.out.poison(0xFF));
-    ASSERT_EQ(cudaGraphLaunch(exec, s), cudaSuccess);
-    ASSERT_EQ(cudaStreamSynchronize(s), cudaSuccess);
-    outs->push_back(p.out.download<uint16_t>(static_cast<size_t>(p.c.T * p.c.H)));
-  }
-  cudaGraphExecDestroy(exec);
-  cudaGraphDestroy(graph);
-  cudaStreamDestroy(s);
+  replay_graph([&](cudaStream_t s) { return p.layer.run(a, p.ws.get(), p.ws.bytes(), s); }, replays,
+               [&] { return p.out.poison(0xFF); },
+               [&](int) { outs->push_back(p.out.download<uint16_t>(static_cast<size_t>(p.c.T * p.c.H))); });
 }
 
 // A deterministic layer's output is a function of its inputs: the output p.out holds now (the caller's run) against

@@ -216,34 +216,20 @@ TEST(MoeGpu, ConsecutiveLayersOnOneWorkspaceMatchTheirOwnRuns) {
     // Both on one stream and p's workspace.
     auto enqueue = [&](cudaStream_t s) {
       const Status a = p.layer.run(p.args(), p.ws.get(), p.ws.bytes(), s);
-      const Status b = q.layer.run(qa, p.ws.get(), p.ws.bytes(), s);
-      return a.is_ok() && b.is_ok();
+      return a.is_ok() ? q.layer.run(qa, p.ws.get(), p.ws.bytes(), s) : a;
     };
-    ASSERT_TRUE(p.out.poison(0xFF) && q.out.poison(0xFF) && p.ws.poison(0xFF));
-    ASSERT_TRUE(enqueue(nullptr));
+    auto poison = [&] { return p.out.poison(0xFF) && q.out.poison(0xFF) && p.ws.poison(0xFF); };
+    ASSERT_TRUE(poison());
+    const Status st = enqueue(nullptr);
+    ASSERT_TRUE(st.is_ok()) << st.to_string();
     ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
     EXPECT_EQ(p.out.download<uint16_t>(n), want_p) << "the first layer's output, on the stream";
     EXPECT_EQ(q.out.download<uint16_t>(n), want_q) << "the second layer's output, on the stream";
     // Both captured in one graph, replayed twice.
-    cudaStream_t s = nullptr;
-    ASSERT_EQ(cudaStreamCreate(&s), cudaSuccess);
-    cudaGraph_t graph = nullptr;
-    cudaGraphExec_t exec = nullptr;
-    ASSERT_EQ(cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal), cudaSuccess);
-    const bool enqueued = enqueue(s);
-    ASSERT_EQ(cudaStreamEndCapture(s, &graph), cudaSuccess);
-    ASSERT_TRUE(enqueued);
-    ASSERT_EQ(cudaGraphInstantiate(&exec, graph, 0), cudaSuccess);
-    for (int replay = 0; replay < 2; ++replay) {
-      ASSERT_TRUE(p.out.poison(0xFF) && q.out.poison(0xFF) && p.ws.poison(0xFF));
-      ASSERT_EQ(cudaGraphLaunch(exec, s), cudaSuccess);
-      ASSERT_EQ(cudaStreamSynchronize(s), cudaSuccess);
+    testing::replay_graph(enqueue, 2, poison, [&](int replay) {
       EXPECT_EQ(p.out.download<uint16_t>(n), want_p) << "the first layer's output, graph replay " << replay;
       EXPECT_EQ(q.out.download<uint16_t>(n), want_q) << "the second layer's output, graph replay " << replay;
-    }
-    cudaGraphExecDestroy(exec);
-    cudaGraphDestroy(graph);
-    cudaStreamDestroy(s);
+    });
   }
 }
 

@@ -335,20 +335,26 @@ Status run_moe_bench(const MoeBenchOptions& o, MoeBenchDevice* dev, std::vector<
         const Status e(StatusCode::kCudaError, what);
         captured = e;
       };
-      for (int s = 0; s < sets && captured.is_ok(); ++s) {
+      // Captures the forward passes of the routing sets [first, first + count) on workspace `w` (-1: each set's own)
+      // into one graph; nullptr (and `captured` says why) on failure.
+      auto capture = [&](int first, int count, int w) -> cudaGraphExec_t {
         cudaGraph_t g = nullptr;
+        cudaGraphExec_t exec = nullptr;
         if (cudaStreamBeginCapture(gs, cudaStreamCaptureModeThreadLocal) != cudaSuccess) {
           cuda_failed("cudaStreamBeginCapture failed");
-          break;
+          return nullptr;
         }
-        const Status st = layer.run(args(s), ws[s].p, ws_bytes, gs);
+        for (int s = first; s < first + count && captured.is_ok(); ++s) {
+          const Status st = layer.run(args(s), ws[w < 0 ? s : w].p, ws_bytes, gs);
+          if (!st.is_ok()) captured = st;
+        }
         const cudaError_t end = cudaStreamEndCapture(gs, &g);
-        if (!st.is_ok()) captured = st;
-        else if (end != cudaSuccess) cuda_failed(std::string("capture: ") + cudaGetErrorString(end));
-        else if (cudaGraphInstantiate(&execs[static_cast<size_t>(s)], g, 0) != cudaSuccess)
-          cuda_failed("cudaGraphInstantiate failed");
+        if (captured.is_ok() && end != cudaSuccess) cuda_failed(std::string("capture: ") + cudaGetErrorString(end));
+        else if (captured.is_ok() && cudaGraphInstantiate(&exec, g, 0) != cudaSuccess) cuda_failed("cudaGraphInstantiate failed");
         if (g) cudaGraphDestroy(g);
-      }
+        return exec;
+      };
+      for (int s = 0; s < sets && captured.is_ok(); ++s) execs[static_cast<size_t>(s)] = capture(s, 1, -1);
       if (captured.is_ok()) {
         r.layer_graph_us =
             time_events(
@@ -360,20 +366,7 @@ Status run_moe_bench(const MoeBenchOptions& o, MoeBenchDevice* dev, std::vector<
                 .median_us;
         BENCH_TRY(cudaGetLastError());
         // Every routing set's pass in one graph, on one workspace (a model's layers share it).
-        cudaGraph_t g = nullptr;
-        cudaGraphExec_t chain = nullptr;
-        if (cudaStreamBeginCapture(gs, cudaStreamCaptureModeThreadLocal) != cudaSuccess) {
-          cuda_failed("cudaStreamBeginCapture failed");
-        } else {
-          for (int s = 0; s < sets && captured.is_ok(); ++s) {
-            const Status st = layer.run(args(s), ws[0].p, ws_bytes, gs);
-            if (!st.is_ok()) captured = st;
-          }
-          const cudaError_t end = cudaStreamEndCapture(gs, &g);
-          if (captured.is_ok() && end != cudaSuccess) cuda_failed(std::string("capture: ") + cudaGetErrorString(end));
-          else if (captured.is_ok() && cudaGraphInstantiate(&chain, g, 0) != cudaSuccess) cuda_failed("cudaGraphInstantiate failed");
-          if (g) cudaGraphDestroy(g);
-        }
+        cudaGraphExec_t chain = capture(0, sets, 0);
         if (captured.is_ok()) {
           r.graph_chain_passes = sets;
           r.layer_graph_chain_us = time_events(

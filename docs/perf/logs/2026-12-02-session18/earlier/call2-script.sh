@@ -3,9 +3,7 @@
 # (build-chain0: same bench, kernels before the change), alternated twice: TP8 / EP8 / full at T=1 2 8 64 512.
 set -uo pipefail
 L=$OUT/logs; mkdir -p $L
-for d in /usr/local/cuda/lib64 $(python3 -c 'import nvidia, os; print(" ".join(os.path.join(p, "cu13", "lib") for p in nvidia.__path__))' 2>/dev/null); do
-  ls "$d"/libcublas.so* >/dev/null 2>&1 && export LD_LIBRARY_PATH="$d:${LD_LIBRARY_PATH:-}" && break
-done
+# (here the three lines of ../../2026-12-01-session15/call2-script.sh that put cuBLAS on LD_LIBRARY_PATH)
 t0=$(date +%s)
 FP4MOE_FUZZ_CASES=100 timeout 200 build-s18/tests/fp4moe_gpu_tests --gtest_brief=1 > $L/gpu-tests.log 2>&1; rc=$?
 echo "gpu-tests rc $rc $(( $(date +%s) - t0 )) s"; tail -3 $L/gpu-tests.log; grep -B5 "FAILED  \]" $L/gpu-tests.log | head -30

@@ -4,9 +4,7 @@
 # TP8 / EP8 at T=1 2 8.
 set -uo pipefail
 L=$OUT/logs; mkdir -p $L
-for d in /usr/local/cuda/lib64 $(python3 -c 'import nvidia, os; print(" ".join(os.path.join(p, "cu13", "lib") for p in nvidia.__path__))' 2>/dev/null); do
-  ls "$d"/libcublas.so* >/dev/null 2>&1 && export LD_LIBRARY_PATH="$d:${LD_LIBRARY_PATH:-}" && break
-done
+# (here the three lines of ../../2026-12-01-session15/call2-script.sh that put cuBLAS on LD_LIBRARY_PATH)
 for round in 1 2 3; do
   for v in chain0 v2 v3; do
     for sh in "--tp 8" "--ep 8"; do n=$(echo "x$sh" | tr -d ' -')

@@ -3,9 +3,7 @@
 # graph and 16-pass chain graph; empty-graph floors.
 set -uo pipefail
 L=$OUT/logs; mkdir -p $L
-for d in /usr/local/cuda/lib64 $(python3 -c 'import nvidia, os; print(" ".join(os.path.join(p, "cu13", "lib") for p in nvidia.__path__))' 2>/dev/null); do
-  ls "$d"/libcublas.so* >/dev/null 2>&1 && export LD_LIBRARY_PATH="$d:${LD_LIBRARY_PATH:-}" && break
-done
+# (here the three lines of ../../2026-12-01-session15/call2-script.sh that put cuBLAS on LD_LIBRARY_PATH)
 for sh in "--tp 8" "--ep 8"; do n=$(echo $sh | tr -d ' -')
   timeout 60 build-tl2/fp4moe bench $sh --tokens 1 2 > $L/tl-$n.log 2>&1; echo "tl $n rc $?"
 done

@@ -4,9 +4,7 @@
 # alternated twice: TP8 / EP8 at T=1 2 8 64, the full layer at T=1 8 (chain per pass and the layer); GPU tests of build-p first.
 set -uo pipefail
 L=$OUT/logs; mkdir -p $L
-for d in /usr/local/cuda/lib64 $(python3 -c 'import nvidia, os; print(" ".join(os.path.join(p, "cu13", "lib") for p in nvidia.__path__))' 2>/dev/null); do
-  ls "$d"/libcublas.so* >/dev/null 2>&1 && export LD_LIBRARY_PATH="$d:${LD_LIBRARY_PATH:-}" && break
-done
+# (here the three lines of ../../2026-12-01-session15/call2-script.sh that put cuBLAS on LD_LIBRARY_PATH)
 FP4MOE_FUZZ_CASES=50 timeout 200 build-p/tests/fp4moe_gpu_tests --gtest_brief=1 > $L/gpu-tests-p.log 2>&1; echo "gpu-tests rc $?"; tail -3 $L/gpu-tests-p.log
 for round in 1 2; do
   for v in s18c p p23 p34; do

@@ -4,9 +4,7 @@
 # build-fc first, then the full layer on build-fc.
 set -uo pipefail
 L=$OUT/logs; mkdir -p $L
-for d in /usr/local/cuda/lib64 $(python3 -c 'import nvidia, os; print(" ".join(os.path.join(p, "cu13", "lib") for p in nvidia.__path__))' 2>/dev/null); do
-  ls "$d"/libcublas.so* >/dev/null 2>&1 && export LD_LIBRARY_PATH="$d:${LD_LIBRARY_PATH:-}" && break
-done
+# (here the three lines of ../../2026-12-01-session15/call2-script.sh that put cuBLAS on LD_LIBRARY_PATH)
 FP4MOE_FUZZ_CASES=100 timeout 200 build-fc/tests/fp4moe_gpu_tests --gtest_brief=1 > $L/gpu-tests-fc.log 2>&1; echo "gpu-tests rc $?"; tail -3 $L/gpu-tests-fc.log
 for round in 1 2; do
   for v in s18c f fc; do

@@ -3,9 +3,7 @@
 # T=1 8 64 512 (call 8's single full-layer run of build-fc had T=64 at 1431 us).
 set -uo pipefail
 L=$OUT/logs; mkdir -p $L
-for d in /usr/local/cuda/lib64 $(python3 -c 'import nvidia, os; print(" ".join(os.path.join(p, "cu13", "lib") for p in nvidia.__path__))' 2>/dev/null); do
-  ls "$d"/libcublas.so* >/dev/null 2>&1 && export LD_LIBRARY_PATH="$d:${LD_LIBRARY_PATH:-}" && break
-done
+# (here the three lines of ../../2026-12-01-session15/call2-script.sh that put cuBLAS on LD_LIBRARY_PATH)
 for round in 1 2; do
   for v in s18c fc; do
     timeout 80 build-$v/fp4moe bench --tokens 1 8 64 512 --iters 30 > $L/ab-$v-full-$round.log 2>&1
