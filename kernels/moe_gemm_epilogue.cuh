@@ -39,7 +39,7 @@ struct EpilogueRows {
 // instructions as the fp32 epilogue for half the bytes, made the down GEMM slower: docs/perf/history.md).
 // Every lane runs the shuffles; rows past the item's tokens store nothing.
 template <class Cfg, bool kFusedRouting, bool kLaneRows>
-__device__ __forceinline__ void store_bf16_pairs(const MoeGemmParams& p, const WarpRouting& wr, const float (&c)[4],
+__device__ __forceinline__ void store_bf16_pairs(const MoeGemmParams& p, const BlockRouting& wr, const float (&c)[4],
                                                  float* partial, int64_t split_base, int j, int row0, int rows,
                                                  float alpha, int warp, int lane, int nt, const EpilogueRows& pre) {
   const int g8 = lane >> 2, t4 = lane & 3;
@@ -79,7 +79,7 @@ __device__ __forceinline__ void store_bf16_pairs(const MoeGemmParams& p, const W
 // (With their 96 registers, per-thread loads of all 16 rows spill, and loading them tile by tile costs two
 // dependent global round trips per tile.)
 template <class Cfg, MoeEpilogue kEpi, bool kFusedRouting, bool kLaneRows = false>
-__device__ __forceinline__ void store_item(const MoeGemmParams& p, const WarpRouting& wr, float (&acc)[Cfg::kNTiles8][4],
+__device__ __forceinline__ void store_item(const MoeGemmParams& p, const BlockRouting& wr, float (&acc)[Cfg::kNTiles8][4],
                                            int nt, int q, int e, int row0, int rows, int warp, int lane,
                                            const EpilogueRows& pre = EpilogueRows{}) {
   constexpr int kBN = Cfg::kBlockN;
@@ -103,7 +103,7 @@ __device__ __forceinline__ void store_item(const MoeGemmParams& p, const WarpRou
 #pragma unroll
     for (int c = 0; c < kTokensPerPass; ++c) {
       const int m = j * 8 + t4 * 2 + c;  // token row inside the chunk
-      // down: looked up before the branch (warp-uniform shuffles); the pair only for the atomic epilogue
+      // down: from the block's routing tables (a valid row of the chunk); the pair only for the atomic epilogue
       [[maybe_unused]] int32_t fused_pair = 0;
       [[maybe_unused]] float fused_weight = 0.0f;
       if constexpr (kFusedRouting && kEpi != MoeEpilogue::kSwiGLU) fused_weight = wr.router_weight(row0 + min(m, rows - 1));

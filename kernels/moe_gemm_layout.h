@@ -9,6 +9,7 @@
 
 #include "fp4moe/arch.h"
 #include "fp4moe/kernel_types.h"
+#include "kernels/moe_routing_layout.h"
 
 namespace fp4moe {
 
@@ -18,13 +19,21 @@ constexpr MoeActLayout moe_gemm_act_layout(int cc, int block_m) {
   return cc == 90 && block_m >= 32 ? MoeActLayout::kSwizzled128 : MoeActLayout::kPaddedRows;
 }
 
-// What follows the stages (the mbarriers, then the epilogue's item records), the total and their offsets.
+// The decode tiles (multistage, at most 16 tokens, padded activation rows): their kernels also route up to
+// kernels::kBlockRoutingMaxPairs pairs themselves, into tables after the stages (kernels/moe_routing_warp.cuh).
+constexpr bool moe_gemm_routes_pairs(int block_m, MoeActLayout act) {
+  return act == MoeActLayout::kPaddedRows && block_m <= 16;
+}
+
+// What follows the stages (the mbarriers, the epilogue's item records, the routing tables), the total and their
+// offsets.
 constexpr MoeGemmSmemLayout with_tail(MoeGemmSmemLayout l, int64_t barriers, int64_t epilogue) {
   l.barriers = barriers;
   l.epilogue = epilogue;
-  l.total = l.pipeline + l.epilogue + l.barriers;
+  l.total = l.pipeline + l.epilogue + l.barriers + l.routing;
   l.barrier_offset = l.pipeline;
   l.epilogue_offset = l.pipeline + l.barriers;
+  l.routing_offset = l.epilogue_offset + l.epilogue;
   return l;
 }
 
@@ -48,6 +57,7 @@ constexpr MoeGemmSmemLayout moe_gemm_smem_layout(int block_m, int block_n, int b
   l.weight_offset = 0;
   l.scale_offset = l.weight_tile;
   l.act_offset = l.weight_tile + l.scale_tile;
+  l.routing = moe_gemm_routes_pairs(block_m, act) ? int64_t{sizeof(kernels::BlockRoutingTables)} : 0;
   return with_tail(l, 0, 0);  // cp.async groups need no barriers; the epilogues store from registers
 }
 
@@ -71,8 +81,9 @@ constexpr const char* moe_gemm_copy_problem(int block_m, int block_n, int block_
 // Largest stage count whose layout fits `budget` bytes (0 when not even one stage fits).
 constexpr int moe_gemm_max_stages(int block_m, int block_n, int block_k, int64_t budget,
                                   MoeActLayout act = MoeActLayout::kPaddedRows) {
-  const int64_t per = moe_gemm_smem_layout(block_m, block_n, block_k, 1, act).stage_bytes;
-  return per > 0 ? static_cast<int>(budget / per) : 0;
+  const MoeGemmSmemLayout one = moe_gemm_smem_layout(block_m, block_n, block_k, 1, act);
+  const int64_t per = one.stage_bytes, fixed = one.total - one.stage_bytes;  // (the routing tables)
+  return per > 0 && budget > fixed ? static_cast<int>((budget - fixed) / per) : 0;
 }
 
 // Blocks per SM a multistage config is planned for: its target (2 or 3) on the 228 KB parts -- so one block's
@@ -122,8 +133,11 @@ struct MoeGemmConfig {
       moe_gemm_smem_layout(kBlockM, kBlockN, kBlockK, kStages, moe_gemm_act_layout(kArch, kBlockM));
   static constexpr int64_t kSmemBytes = kSmem.total;
   static constexpr ArchInfo kArchInfo = arch_info(kArch);
+  // A decode tile: its kernels may route the pairs themselves (kSmem.routing bytes of tables).
+  static constexpr bool kRoutesPairs = kSmem.routing > 0;
 
   static_assert(kBlockM % 8 == 0 && kBlockM >= 8 && kBlockM <= 128, "kBlockM: multiple of 8 in [8, 128]");
+  static_assert(kSmem.routing_offset % 16 == 0, "the routing tables: 16-byte aligned");
   static_assert(kBlockN % 16 == 0 && kBlockN >= 16 && kBlockN <= 256, "kBlockN: multiple of 16 in [16, 256]");
   static_assert(kBlockK % 64 == 0 && kBlockK >= 64, "kBlockK: multiple of 64");
   static_assert(kStages >= 2, "kStages: at least 2 for the copy to overlap the math");

@@ -18,10 +18,10 @@
 
 namespace fp4moe::kernels {
 
-// kFusedRouting (at most kWarpRoutingMaxPairs pairs): the chunk table and the permutation come from
-// warp_routing over `ex.routing` (registers, read with shuffles: every lookup is warp-uniform) instead of the
-// routing kernel's tables in global memory; gate_up's block 0 also writes its tables, for the finalize
-// and testing::workspace_view.
+// kFusedRouting (at most kBlockRoutingMaxPairs pairs; the decode tiles, whose layout has the tables): the chunk
+// table and the permutation come from block_routing over `ex.routing` (warp 0 computes them into this block's
+// shared memory) instead of the routing kernel's tables in global memory; gate_up's block 0 also writes its
+// tables, for the finalize and testing::workspace_view.
 // kSplitK (gate_up of the decode tiles): p.k_splits K ranges per tile, summed by gate_up_split_fixup before the
 // SwiGLU. A kernel of its own, so that the kernels without it keep their code (a runtime branch cost the 8-token
 // gate_up 3% at T=8: docs/perf/history.md).
@@ -50,8 +50,11 @@ __device__ __forceinline__ void moe_gemm_body(const MoeGemmParams& p, const MoeG
     ptx::griddep_launch_dependents();
   }
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
-  WarpRouting wr;
-  if constexpr (kFusedRouting) wr = warp_routing(ex.routing, ex.num_global_experts, kEpi == MoeEpilogue::kSwiGLU && blockIdx.x == 0);
+  static_assert(!kFusedRouting || Cfg::kRoutesPairs, "kFusedRouting: a decode tile (its layout has the routing tables)");
+  BlockRouting wr;
+  if constexpr (kFusedRouting)
+    wr = block_routing(ex.routing, ex.num_global_experts, kEpi == MoeEpilogue::kSwiGLU && blockIdx.x == 0,
+                       reinterpret_cast<BlockRoutingTables*>(smem + L.routing_offset));
   const int n_tiles = p.n / kBN, splits = p.k_splits, k_tiles = p.k / kBK / splits;  // k_tiles: per item
   const int num_items = (kFusedRouting ? wr.num_chunks : *p.num_chunks) * n_tiles * splits;
   const int my_items = blockIdx.x < num_items ? (num_items - 1 - blockIdx.x) / gridDim.x + 1 : 0;

@@ -64,7 +64,7 @@ struct TileProducer {
   static_assert(kRecord == ItemRecord::kNone || (!kFusedRouting && Cfg::kBlockM <= kPThreads),
                 "item records: the routing kernel's tables; one thread per row (the last one also copies the header)");
 
-  __device__ __forceinline__ void begin_item(const MoeGemmParams& p, const WarpRouting& wr, int tid, int k_tiles) {
+  __device__ __forceinline__ void begin_item(const MoeGemmParams& p, const BlockRouting& wr, int tid, int k_tiles) {
     const int chunk = walk.chunk, nt = walk.nt;
     const int64_t k0 = static_cast<int64_t>(walk.q) * k_tiles * Cfg::kBlockK;  // first K of the item's range
     int e, row0, rows;
@@ -88,7 +88,7 @@ struct TileProducer {
     for (int i = 0; i < kXPer; ++i) {
       const int m = tid / kRowChunks + i * kXRowStep, off = tid % kRowChunks;
       const int m_src = min(m, max(rows, 1) - 1);  // a row of the chunk (the routing makes none empty): a valid address
-      [[maybe_unused]] int32_t fused_pair = 0;  // looked up before any branch (warp-uniform)
+      [[maybe_unused]] int32_t fused_pair = 0;  // (the block's routing tables: a valid row of the chunk)
       if constexpr (kFusedRouting) fused_pair = wr.pair(row0 + m_src);
       const int64_t src_row =
           p.gather_tokens ? (kFusedRouting ? fused_pair : p.perm_pair[row0 + m_src]) / p.top_k : row0 + m_src;
@@ -98,7 +98,7 @@ struct TileProducer {
   }
   // Issues the copies of the next step into the stage at `s_base` (the weights and scales, the activations,
   // or both), then advances along K (and to the next item).
-  __device__ __forceinline__ void produce(const MoeGemmParams& p, const WarpRouting& wr, uint8_t* s_base, int tid,
+  __device__ __forceinline__ void produce(const MoeGemmParams& p, const BlockRouting& wr, uint8_t* s_base, int tid,
                                           int k_tiles, bool weights, bool acts,
                                           uint8_t* rec = nullptr) {
     constexpr MoeGemmSmemLayout L = Cfg::kSmem;

@@ -57,7 +57,7 @@ __device__ __forceinline__ void moe_gemm_ws_body(const MoeGemmParams& p, const M
   const int num_items = *p.num_chunks * n_tiles * splits;
   const int my_items = blockIdx.x < num_items ? (num_items - 1 - blockIdx.x) / gridDim.x + 1 : 0;
   const int total_steps = my_items * k_tiles;  // the producer's; the consumers walk the same items and steps
-  const WarpRouting no_routing{};  // (the routing kernel's tables: no fused routing here)
+  const BlockRouting no_routing{};  // (the routing kernel's tables: no fused routing here)
 
   // The role, read from lane 0 with a shuffle so that ptxas knows it is warp-uniform: otherwise it treats the
   // consumer path as divergent and serializes its wgmmas (info C7518), as CUTLASS's kernels also avoid.

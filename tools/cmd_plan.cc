@@ -77,7 +77,7 @@ nlohmann::json plan_json(const KernelPlan& p) {
           {"breakdown", {{"weights", L.weight_tile}, {"scales", L.scale_tile}, {"activations", L.act_tile},
                          {"act_row_padding", L.act_padding},
                          {"act_layout", L.act_layout == MoeActLayout::kSwizzled128 ? "swizzled128" : "padded_rows"}, {"stage_bytes", L.stage_bytes},
-                         {"epilogue", L.epilogue}, {"barriers", L.barriers}}},
+                         {"epilogue", L.epilogue}, {"barriers", L.barriers}, {"routing_tables", L.routing}}},
           {"reason", p.reason}};
 }
 
@@ -136,7 +136,8 @@ int run_ours(const Opts& o, const SelectedModel& m, const std::vector<const Arch
                    (L.act_layout == MoeActLayout::kSwizzled128 ? ", wgmma: acts 128B-swizzled" : "") +
                    (p.warp_specialized ? ", warp-specialized (+" + with_commas(L.barriers) + " B mbarriers, +" +
                                               with_commas(L.epilogue) + " B item records)"
-                                        : std::string()))
+                                        : std::string()) +
+                   (L.routing ? ", +" + with_commas(L.routing) + " B routing tables" : std::string()))
                       .c_str());
     }
     for (const auto& p : plans)

@@ -41,10 +41,12 @@ struct MoeGemmSmemLayout {
   int64_t pipeline = 0;        // stages x stage_bytes
   int64_t epilogue = 0;        // warp-specialized: one item record per stage, after the mbarriers; else 0
   int64_t barriers = 0;        // mbarriers (cp.async groups need none: 0)
+  int64_t routing = 0;         // the decode tiles: the pairs' routing tables, computed in the block; else 0
   int64_t total = 0;           // dynamic shared memory the kernel requests
   // offsets of stage s's buffers: base(s) = s * stage_bytes
   int64_t weight_offset = 0, scale_offset = 0, act_offset = 0;
-  int64_t barrier_offset = 0, epilogue_offset = 0;  // after the stages: the mbarriers, then the item records
+  // after the stages: the mbarriers, then the item records, then the routing tables
+  int64_t barrier_offset = 0, epilogue_offset = 0, routing_offset = 0;
   MoeActLayout act_layout = MoeActLayout::kPaddedRows;
   int64_t act_row_stride = 0;  // bytes between activation rows (kSwizzled128: inside one 64-wide K slice)
   int64_t act_slice_bytes = 0; // kSwizzled128: bytes of one 64-wide K slice of all block_m rows (0 otherwise)

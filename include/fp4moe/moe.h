@@ -81,7 +81,7 @@ struct Nvfp4ExpertWeights {
 };
 
 // Most (token, expert) pairs the GEMM kernels route themselves (MoeLayerOptions::fuse_small_routing).
-inline constexpr int kMaxFusedRoutingPairs = 32;
+inline constexpr int kMaxFusedRoutingPairs = 64;
 // Most pairs of a call on the direct decode path (MoeLayerOptions::direct_decode).
 inline constexpr int kMaxDirectDecodePairs = 32;
 
@@ -95,8 +95,9 @@ struct MoeLayerOptions {
   // of whatever kernel the stream ran before the call (the router, the previous layer), which it waits for before
   // it reads or writes anything. Off: plain stream order (same results, bit for bit).
   bool programmatic_launch = true;
-  // At most kMaxFusedRoutingPairs (token, expert) pairs (a decode step of up to 32 / top_k tokens) with a
-  // decode tile (block_m <= 16): the GEMM kernels route the pairs themselves, in registers, instead of a
+  // At most kMaxFusedRoutingPairs (token, expert) pairs (a decode step of up to 64 / top_k tokens) with a
+  // decode tile (block_m <= 16; on sm_90 at block_m 16 up to 32 pairs, above which its warp-specialized tile runs):
+  // the GEMM kernels route the pairs themselves, one warp of each block into its shared memory, instead of a
   // routing kernel launched before them. Off: always the routing kernel (same tables and results, bit for bit).
   bool fuse_small_routing = true;
   // sm_90: the 16-, 32- and 64-token tiles run the warp-specialized kernels (KernelFamily::kWarpSpecialized),

@@ -17,10 +17,12 @@ struct MoeKernelSet {
   size_t tile_index = 0;            // into catalogue::kTiles
   // down_store: fp32 partials (FinalizeMode::kDeterministic); down_store_bf16: bf16 ones (kDeterministicBf16).
   GemmKernelFn gate_up = nullptr, down_store = nullptr, down_store_bf16 = nullptr, down_atomic = nullptr;
-  // The same with kFusedRouting (routing of at most 32 pairs inside the GEMMs); nullptr where not built.
+  // The same with kFusedRouting (routing of at most kMaxFusedRoutingPairs pairs inside the GEMMs: the decode tiles,
+  // catalogue fused_routing); nullptr where not built.
   GemmKernelFn gate_up_fused = nullptr, down_store_fused = nullptr, down_store_bf16_fused = nullptr,
                down_atomic_fused = nullptr;
-  // gate_up with split K (kSplitK), without and with fused routing: the decode tiles; nullptr elsewhere.
+  // gate_up with split K (kSplitK), without and with fused routing: the decode tiles with catalogue split_k;
+  // nullptr elsewhere.
   GemmKernelFn gate_up_split = nullptr, gate_up_split_fused = nullptr;
   // Every kernel of the set: the four epilogues, then their fused-routing and split-K versions where built.
   std::vector<GemmKernelFn> all() const {

@@ -37,6 +37,7 @@ struct MoeLayerAccess {
 namespace {
 
 static_assert(kMaxDirectDecodePairs <= kernels::kWarpRoutingMaxPairs, "the direct decode kernels route in one warp");
+static_assert(kMaxFusedRoutingPairs <= kernels::kBlockRoutingMaxPairs, "the GEMM kernels' routing tables hold the pairs");
 
 // Launches `kernel`; with `pdl` as a programmatic dependent launch (sm_90+) of the kernel enqueued just before
 // it: it may start while that one drains and waits inside for its results (kernels/ptx.cuh, griddepcontrol).
@@ -401,7 +402,7 @@ Status MoeLayer::Impl::run(const MoeForwardArgs& a, void* workspace, size_t work
   }
   const bool first_pdl = pdl_ok && !memset_first;
 
-  // A few pairs: the GEMM kernels route them in registers (kernels/moe_routing_warp.cuh), gate_up's
+  // A few pairs: the GEMM kernels route them themselves (kernels/moe_routing_warp.cuh, block_routing), gate_up's
   // block 0 writing the tables the finalize and testing::workspace_view read; the routing kernel is not launched.
   const bool fused_routing = rp.fused_routing && (phases & kPhaseRouting) && (phases & kPhaseGateUp);
   const bool routing_kernel = (phases & kPhaseRouting) && !fused_routing;

@@ -92,7 +92,7 @@ int pick_config(const PlanContext& c, KernelFamily family, int block_m, int64_t 
   const auto& v = *c.configs;
   auto fits = [&](const catalogue::ShippedConfig& cfg, bool small_k) {
     return cfg.tile.family == family && cfg.tile.block_m == block_m && cfg.tile.small_k == small_k &&
-           g.n % cfg.tile.block_n == 0 && g.k % cfg.tile.block_k == 0 && (!split_k || cfg.tile.fused_routing);
+           g.n % cfg.tile.block_n == 0 && g.k % cfg.tile.block_k == 0 && (!split_k || cfg.tile.split_k);
   };
   for (bool small_k : {false, true}) {  // a primary tile, else a small-K one
     int best = -1;
@@ -105,7 +105,7 @@ int pick_config(const PlanContext& c, KernelFamily family, int block_m, int64_t 
       }
       const ResidentConfig& b = v[static_cast<size_t>(best)];
       const ResidentConfig& r = v[static_cast<size_t>(i)];
-      if (pairs <= kMaxFusedRoutingPairs || (gate_up && pairs <= kGateUpDeepPipelineMaxPairs)) {  // the deep config
+      if (pairs <= kDeepPipelineMaxPairs || (gate_up && pairs <= kGateUpDeepPipelineMaxPairs)) {  // the deep config
         if (r.config.blocks_per_sm < b.config.blocks_per_sm) best = i;
         continue;
       }
@@ -131,8 +131,10 @@ bool choose_configs(const PlanContext& c, int block_m, int64_t pairs, GemmChoice
     ws[g] = pick_config(c, KernelFamily::kWarpSpecialized, block_m, pairs, dims[g], g == 0);
   }
   // Routing inside the GEMMs needs both GEMMs' kernels to do it (gate_up's block 0 writes the tables the finalize
-  // reads; down reads its routing from registers before its programmatic wait).
-  const bool fuse = c.options->fuse_small_routing && pairs >= 1 && pairs <= kMaxFusedRoutingPairs && multistage[0] >= 0 &&
+  // reads; down routes the pairs itself before its programmatic wait). Where this block_m also has warp-specialized
+  // configs (sm_90's 16-token tile), the multistage ones route only up to kFusedOverWarpSpecializedMaxPairs.
+  const int64_t fuse_max = ws[0] >= 0 || ws[1] >= 0 ? kFusedOverWarpSpecializedMaxPairs : kMaxFusedRoutingPairs;
+  const bool fuse = c.options->fuse_small_routing && pairs >= 1 && pairs <= fuse_max && multistage[0] >= 0 &&
                     multistage[1] >= 0 && (*c.configs)[static_cast<size_t>(multistage[0])].config.tile.fused_routing &&
                     (*c.configs)[static_cast<size_t>(multistage[1])].config.tile.fused_routing;
   // A gate_up K split asked for by the caller needs a config with split-K kernels (a decode tile); where this
@@ -216,7 +218,7 @@ int heuristic_gate_up_k_splits(const PlanContext& c, int64_t num_tokens, int ind
   const MoeShape& s = *c.shape;
   if (num_tokens > kMaxSplitTokens || index < 0) return 1;
   const ResidentConfig& r = (*c.configs)[static_cast<size_t>(index)];
-  if (!r.config.tile.fused_routing) return 1;  // (only the decode tiles have split-K gate_up kernels)
+  if (!r.config.tile.split_k) return 1;  // (only the decode tiles have split-K gate_up kernels)
   const int64_t k_tiles = s.hidden / r.config.tile.block_k;
   const double tiles = expected_tiles(c, num_tokens, r, 2 * s.intermediate);
   // Only while the items fill less than half a round: with more, most blocks stream an item's whole K back to
@@ -355,7 +357,7 @@ Status make_run_plan(const PlanContext& c, int64_t num_tokens, int block_m, int 
                               std::to_string(gu_splits));
     const ResidentConfig& gate_up = (*c.configs)[static_cast<size_t>(ch.gate_up)];
     const int64_t k_tiles = s.hidden / gate_up.config.tile.block_k;
-    if (gu_splits > 1 && !gate_up.config.tile.fused_routing)
+    if (gu_splits > 1 && !gate_up.config.tile.split_k)
       return invalid_argument("gate_up_k_splits " + std::to_string(gu_splits) + ": block_m " + std::to_string(bm) +
                               " runs gate_up on a " + kernel_family_name(gate_up.config.tile.family) +
                               " config without split-K kernels (the decode tiles, multistage at block_m 8 and 16, have them)");

@@ -49,6 +49,13 @@ PrefillChunkCosts prefill_chunk_costs(double mean);
 // expected round fill (its items stream the whole K = H: the unsharded GLM-5 gate_up at T=8 was 4.5% slower on the
 // 3-block config, whose rounds are expected 7% less full).
 inline constexpr int64_t kGateUpDeepPipelineMaxPairs = 64;
+// Calls of at most this many pairs take the deep config for both GEMMs (measured when only that config routed the
+// pairs itself; above, down at TP8 T=8 was faster on the 3-block one: docs/perf/shards.md).
+inline constexpr int64_t kDeepPipelineMaxPairs = 32;
+// A block_m that also has warp-specialized configs (sm_90's 16-token tile) takes its multistage configs, which route
+// the pairs themselves, only up to this many pairs (the range where that was measured faster; bm8, which has no
+// warp-specialized tile, routes up to kMaxFusedRoutingPairs).
+inline constexpr int64_t kFusedOverWarpSpecializedMaxPairs = 32;
 // Above this many tokens the heuristic never splits the down GEMM's K (the items are many; each split adds
 // partial sums).
 inline constexpr int64_t kMaxSplitTokens = 64;
@@ -75,11 +82,11 @@ GemmDims down_dims(const MoeShape& s);
 
 // The resident config of `family` and `block_m` for one GEMM (gate_up or down): among those whose tile divides it, a
 // primary tile over a small-K one. Among multistage ones, where two are built (sm_90's 8-token tile at 2 and 3 blocks
-// per SM): up to kMaxFusedRoutingPairs pairs the deeper pipeline (2 blocks: its kernels route the pairs themselves),
-// for gate_up up to kGateUpDeepPipelineMaxPairs; above, the one with more warps (3 blocks) unless the other's
+// per SM): up to kDeepPipelineMaxPairs pairs the deeper pipeline (2 blocks), for gate_up up to
+// kGateUpDeepPipelineMaxPairs; above, the one with more warps (3 blocks) unless the other's
 // persistent rounds are expected kSplitFillGain fuller for this GEMM's work items (a TP or EP shard's gate_up at
 // T=16 or 128 and EP8's down at T=5: few work items; docs/perf/shards.md). split_k: only configs with split-K gate_up
-// kernels (the decode tiles: fused_routing in the catalogue). -1 when none.
+// kernels (the decode tiles: split_k in the catalogue). -1 when none.
 int pick_config(const PlanContext& c, KernelFamily family, int block_m, int64_t pairs, GemmDims g, bool gate_up,
                 bool split_k = false);
 

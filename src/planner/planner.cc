@@ -262,7 +262,10 @@ KernelPlan plan_one(const std::string& gemm, int64_t n, int64_t k, int bm, int b
                                                                         : " + row padding " + with_commas(L.act_padding) + ")") +
                             (L.barriers ? " + " + with_commas(L.barriers) + " B of mbarriers + " + with_commas(L.epilogue) +
                                             " B of item records (warp-specialized)"
-                                        : std::string());
+                                        : std::string()) +
+                            (L.routing ? " + " + with_commas(L.routing) + " B of routing tables (a decode tile: its kernels route up to " +
+                                             std::to_string(kernels::kBlockRoutingMaxPairs) + " pairs)"
+                                       : std::string());
   if (p.stages < 2) {
     p.reason = stages && *stages < 2
                    ? "does not fit the kernels: they need at least 2 stages for the copies to overlap the math, " +

@@ -233,11 +233,13 @@ TEST(MoeGpu, ConsecutiveLayersOnOneWorkspaceMatchTheirOwnRuns) {
   }
 }
 
-// At most 32 (token, expert) pairs the GEMM kernels route in registers (no routing kernel): the tables, the
-// error report and the output equal the routing kernel's bit for bit, and the output the reference. Cases:
-// several chunks of one expert, skipped ids, a non-finite router weight, E not a multiple of 32, k = 1,
-// atomic finalize, the 16-token tile with 2 down splits; one is also captured in a CUDA graph. The chunk
-// table gate_up's block 0 writes is checked by running the down phase alone on it.
+// At most 64 (token, expert) pairs the GEMM kernels route themselves (no routing kernel): the tables, the
+// error report and the output equal the routing kernel's bit for bit, and the output the reference. Cases, at up
+// to 32 pairs (one pair per lane of the routing warp) and at 33-64 (two): several chunks of one expert, skipped ids,
+// a non-finite router weight, E not a multiple of 32, k = 1, atomic finalize, bf16 partials, the 16-token tile with
+// 2 down splits, the multistage 16-token tile above 32 pairs (warp_specialized off), down on the 8-token tile's
+// 3-block config (64 pairs); two are also captured in a CUDA graph. The chunk table gate_up's block 0 writes is
+// checked by running the down phase alone on it.
 TEST(MoeGpu, FusedSmallRoutingMatchesTheRoutingKernel) {
   FP4MOE_SKIP_WITHOUT_GPU();
   const Case cases[] = {
@@ -246,6 +248,14 @@ TEST(MoeGpu, FusedSmallRoutingMatchesTheRoutingKernel) {
       Case{2, 300, 256, 512, 8, Routing::kUniform, 16, FinalizeMode::kDeterministic, true, false, 2},
       Case{32, 8, 512, 256, 1, Routing::kSkewed, 0, FinalizeMode::kAtomic},  // k = 1: one atomic term per output, bits fixed
       Case{1, 64, 256, 512, 8, Routing::kUniform, 8, FinalizeMode::kDeterministic, true, false, 2},
+      // 33-64 pairs
+      Case{8, 256, 256, 512, 8, Routing::kUniform, 8},  // 64 pairs over many experts: down on the 3-block config
+      Case{6, 16, 256, 256, 8, Routing::kWithBadIds},   // 48 pairs, several rows per expert
+      Case{64, 4, 256, 256, 1, Routing::kOneExpert, 8},  // 8 chunks of one expert
+      Case{40, 8, 512, 256, 1, Routing::kSkewed, 0, FinalizeMode::kAtomic},
+      Case{5, 64, 256, 512, 8, Routing::kUniform, 8, FinalizeMode::kDeterministic, true, false, 2},
+      Case{7, 64, 256, 256, 8, Routing::kUniform, 8, FinalizeMode::kDeterministicBf16},
+      Case{8, 32, 256, 512, 8, Routing::kUniform, 16, FinalizeMode::kDeterministic, true, false, 0, true, false},
   };
   for (Case c : cases) {
     // The tiled kernels with and without their fused routing (the direct decode path, which routes inside its own
@@ -293,7 +303,7 @@ TEST(MoeGpu, FusedSmallRoutingMatchesTheRoutingKernel) {
     ASSERT_TRUE(testing::run_phases(p.layer, p.args(), p.ws.get(), p.ws.bytes(), nullptr, testing::kPhaseDown).is_ok());
     ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
     EXPECT_EQ(p.out.download<uint16_t>(outs[0].size()), outs[0]) << "down alone on the fused gate_up's tables differs";
-    if (c.T == 2) {  // CUDA-graph capture of the fused path replays to the same output
+    if (c.T == 2 || c.T == 8) {  // CUDA-graph capture of the fused path replays to the same output
       std::vector<std::vector<uint16_t>> replayed;
       testing::graph_replays(p, p.args(), 1, &replayed);
       if (HasFatalFailure()) return;

@@ -57,12 +57,14 @@ TEST(PlannerGpu, CudaFuncAttributesMatchThePlanForEveryShippedConfig) {
     }
   }
   // Every catalogue tile on this arch: 4 epilogues (SwiGLU, finalize store in fp32 and in bf16, finalize atomic),
-  // and for the decode tiles 4 more with fused routing and 2 split-K gate_up kernels (sm_90: 76 kernels, sm_120: 56).
+  // and for the decode tiles 4 more with fused routing and (but the 8-token tile's 3-block config) 2 split-K gate_up
+  // kernels (sm_90: 80 kernels, sm_120: 56).
   int want = 0;
   for (size_t i = 0; i < catalogue::kNumTiles; ++i)
-    if (catalogue::tile_on(i, kernel_arch_family(cc))) want += catalogue::kTiles[i].fused_routing ? 10 : 4;
+    if (catalogue::tile_on(i, kernel_arch_family(cc)))
+      want += 4 + (catalogue::kTiles[i].fused_routing ? 4 : 0) + (catalogue::kTiles[i].split_k ? 2 : 0);
   EXPECT_EQ(checked, want);
-  EXPECT_EQ(want, kernel_arch_family(cc) == 90 ? 76 : 56);
+  EXPECT_EQ(want, kernel_arch_family(cc) == 90 ? 80 : 56);
 }
 
 TEST(PlannerShipped, TheCompiledKernelSetsAreTheCatalogueConfigs) {
@@ -93,6 +95,8 @@ TEST(PlannerShipped, TheCompiledKernelSetsAreTheCatalogueConfigs) {
                          << "x" << set.config.tile.block_k << " stages " << set.config.stages << " smem "
                          << set.config.smem_bytes << " blocks " << set.config.blocks_per_sm;
       EXPECT_EQ(set.gate_up_fused != nullptr, set.config.tile.fused_routing);
+      EXPECT_EQ(set.down_store_fused != nullptr, set.config.tile.fused_routing);
+      EXPECT_EQ(set.gate_up_split != nullptr, set.config.tile.split_k);
     }
     EXPECT_EQ(plans.size(), 2 * on_arch) << "sm_" << arch << ": two GEMMs per config";
   }

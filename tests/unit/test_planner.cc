@@ -122,16 +122,27 @@ TEST(Planner, ShippedFollowsTheCudaTargetsBuilt) {
 }
 
 TEST(Planner, LayoutFormulaByteByByte) {
-  // 16 x 128 x 256: weights 128*256/2, scales 128*256/16, activations 16*256*2 + 16 B padding per row.
+  // 16 x 128 x 256: weights 128*256/2, scales 128*256/16, activations 16*256*2 + 16 B padding per row; a decode
+  // tile, so after the stages the routing tables of 64 pairs: 6 int32 or fp32 per pair, the chunk and row counts,
+  // 8 B of padding.
   const auto l = moe_gemm_smem_layout(16, 128, 256, 4);
   EXPECT_EQ(l.weight_tile, 16384);
   EXPECT_EQ(l.scale_tile, 2048);
   EXPECT_EQ(l.act_tile, 8192);
   EXPECT_EQ(l.act_padding, 256);
   EXPECT_EQ(l.stage_bytes, 26880);
-  EXPECT_EQ(l.total, 4 * 26880);
+  EXPECT_EQ(l.routing, 6 * 64 * 4 + 16);
+  EXPECT_EQ(l.routing_offset, 4 * 26880);
+  EXPECT_EQ(l.total, 4 * 26880 + 1552);
   EXPECT_EQ(l.act_offset, 16384 + 2048);
   EXPECT_EQ(l.act_row_stride, 528);
+  // 32 tokens: no tables (the routing kernel's in global memory).
+  const auto l32 = moe_gemm_smem_layout(32, 128, 256, 2);
+  EXPECT_EQ(l32.routing, 0);
+  EXPECT_EQ(l32.total, 2 * l32.stage_bytes);
+  // The stage count that fits a budget leaves room for the tables: 4 stages + tables = 109,072 B.
+  EXPECT_EQ(moe_gemm_max_stages(16, 128, 256, 109072), 4);
+  EXPECT_EQ(moe_gemm_max_stages(16, 128, 256, 109071), 3);
 }
 
 TEST(Planner, MoreBudgetNeverMeansFewerStagesAndPlansNeverExceedTheBudget) {
@@ -223,7 +234,8 @@ TEST(Planner, CustomTilesAndClearErrors) {
   // Forcing too many stages names the overshoot and the stage count that fits.
   ASSERT_TRUE(plan_kernels(glm, *a, std::vector<int>{16, 128, 256}, 4, &plans).is_ok());
   EXPECT_FALSE(plans[0].fits);
-  EXPECT_NE(plans[0].reason.find("over by 6,144"), std::string::npos) << plans[0].reason;
+  EXPECT_NE(plans[0].reason.find("over by 7,696"), std::string::npos) << plans[0].reason;
+  EXPECT_NE(plans[0].reason.find("1,552 B of routing tables"), std::string::npos) << plans[0].reason;
   EXPECT_NE(plans[0].reason.find("use 3 stages"), std::string::npos) << plans[0].reason;
   // Tile not a multiple of the MMA shape; K of the model not a multiple of 16.
   EXPECT_NE(plan_kernels(glm, *a, std::vector<int>{12, 128, 256}, std::nullopt, &plans).message().find("multiple of 8"),

@@ -69,9 +69,20 @@ TEST(RunPlan, H200Glm5TilesFollowTheBusiestExpert) {
   EXPECT_FALSE(p.gate_up.wgmma);
   EXPECT_TRUE(p.programmatic_launch);
   EXPECT_NE(p.source.find("heuristic"), std::string::npos) << p.source;
-  // T=4: 32 pairs, still fused. T=5: 40, the routing kernel.
-  EXPECT_TRUE(f.plan(4).fused_routing);
-  EXPECT_FALSE(f.plan(5).fused_routing);
+  // T=4: 32 pairs, fused, both GEMMs on the deep config. T=8: 64 pairs, still fused (the 8-token tile has no
+  // warp-specialized rival), gate_up deep, down by the expected round fill; at block_m 16 (which has one) only up to
+  // 32 pairs. T=9: 72, the routing kernel.
+  p = f.plan(4);
+  EXPECT_TRUE(p.fused_routing);
+  EXPECT_EQ(p.down.grid, 2 * 132);
+  p = f.plan(8);
+  EXPECT_TRUE(p.fused_routing) << p.to_string();
+  EXPECT_EQ(p.block_m, 8);
+  EXPECT_EQ(p.gate_up.grid, 2 * 132);
+  EXPECT_TRUE(f.plan(4, 16).fused_routing);
+  EXPECT_FALSE(f.plan(5, 16).fused_routing);
+  EXPECT_EQ(f.plan(5, 16).gate_up.family, KernelFamily::kWarpSpecialized);
+  EXPECT_FALSE(f.plan(9).fused_routing);
   // T=128: busiest expert 10 (<= 12), the 8-token tile; 1024 pairs take its 3-block config.
   p = f.plan(128);
   EXPECT_EQ(p.block_m, 8);
@@ -111,8 +122,8 @@ TEST(RunPlan, H200Glm5TilesFollowTheBusiestExpert) {
     EXPECT_NE(s.find(part), std::string::npos) << part << " in " << s;
 }
 
-// sm_90's 8-token tile at 2 and 3 blocks per SM, chosen per GEMM: the deep (2-block) config up to 32 pairs (fused
-// routing) and for gate_up up to 64; above, the 3-block one unless the deep one's rounds are expected 10 points
+// sm_90's 8-token tile at 2 and 3 blocks per SM, chosen per GEMM: the deep (2-block) config up to 32 pairs and for
+// gate_up up to 64; above, the 3-block one unless the deep one's rounds are expected 10 points
 // fuller. GLM-5 TP8 (gate_up: 4 N tiles of 128 per chunk): T=16 gate_up 412 items, 78% of 2 rounds of 264 against 52%
 // of 2 of 396 -> deep; T=32 656 items, 83% either way -> 3 blocks; T=64 888, 84% against 75% -> 3 blocks; T=128
 // 1004, 95% against 85% -> deep. Down (48 N tiles per chunk) takes 3 blocks from T=5 on; EP8's down at T=5 (about
@@ -124,7 +135,7 @@ TEST(RunPlan, EightTokenTileConfigFollowsTheExpectedRoundFillPerGemm) {
     const MoeRunPlan p = f.plan(T, 8);
     return std::pair<int, int>{p.gate_up.grid / 132, p.down.grid / 132};
   };
-  EXPECT_EQ(grids(4), (std::pair<int, int>{2, 2})) << "32 pairs: the fused-routing kernels";
+  EXPECT_EQ(grids(4), (std::pair<int, int>{2, 2})) << "32 pairs: the deep config for both GEMMs";
   EXPECT_EQ(grids(5), (std::pair<int, int>{2, 3}));
   EXPECT_EQ(grids(8), (std::pair<int, int>{2, 3}));
   EXPECT_EQ(grids(16), (std::pair<int, int>{2, 3}));
