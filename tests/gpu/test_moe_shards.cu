@@ -283,6 +283,9 @@ TEST(MoeShards, Sm120ConfigsMatchTheReferenceOnTheH200) {
   }
   cases.push_back(testing::Case{1, 64, 512, 512, 8});  // fused routing, split down K
   cases.push_back(testing::Case{3, 64, 512, 512, 8, testing::Routing::kUniform, 0, FinalizeMode::kAtomic});
+  // fused routing of 33-64 pairs (two keys a lane), on the 8- and (no warp-specialized tile on sm_120) 16-token tiles
+  cases.push_back(testing::Case{8, 64, 512, 512, 8});
+  cases.push_back(testing::Case{6, 64, 512, 256, 8, testing::Routing::kSkewed, 16});
   cases.push_back(testing::Case{512, 32, 512, 512, 8, testing::Routing::kUniform, 0});
   for (testing::Case c : cases) {
     c.kernel_arch = 120;
@@ -295,6 +298,7 @@ TEST(MoeShards, Sm120ConfigsMatchTheReferenceOnTheH200) {
     EXPECT_FALSE(rp.gate_up.wgmma || rp.down.wgmma) << rp.to_string();
     EXPECT_LE(rp.gate_up.smem_bytes, 101376) << rp.to_string();
     EXPECT_LE(rp.down.smem_bytes, 101376) << rp.to_string();
+    if (c.T * c.k <= kMaxFusedRoutingPairs) EXPECT_TRUE(rp.fused_routing) << rp.to_string();
     int sms = 0;
     ASSERT_EQ(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0), cudaSuccess);
     EXPECT_EQ(rp.gate_up.grid, sms) << "one block per SM, as on the 100 KB parts";
