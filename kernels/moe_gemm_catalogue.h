@@ -18,52 +18,52 @@ struct ShippedTile {
   KernelFamily family;
   int block_m, block_n, block_k;
   int target_blocks;   // multistage: blocks per SM planned on the 228 KB parts (the 100 KB parts run one); ws: 1
-  // A decode tile: also built as the kernels that route at most kMaxFusedRoutingPairs (64) pairs themselves (the
-  // multistage tiles of at most 16 tokens: moe_gemm_routes_pairs, their shared memory has the tables).
-  bool fused_routing;
-  // Also built as gate_up kernels that split K (MoeForwardArgs::gate_up_k_splits).
+  // A decode tile also built as gate_up kernels that split K (MoeForwardArgs::gate_up_k_splits).
   bool split_k;
   // A small-K tile: a GEMM takes it only where no other tile of its family and block_m divides its K (a tensor-
   // parallel shard's down GEMM: K = I / tp, a multiple of 64 but not of 128 or 256).
   bool small_k = false;
   int skip_arch = 0;  // an arch this tile is not built or planned for (0: none; warp-specialized tiles: sm_90 only)
+  // A decode tile: also built as the kernels that route at most kMaxFusedRoutingPairs (64) pairs themselves -- the
+  // multistage tiles whose layout has the routing tables (moe_gemm_routes_pairs; at most 16 tokens, whose activation
+  // rows are padded on every arch).
+  constexpr bool fused_routing() const {
+    return family == KernelFamily::kMultistage && moe_gemm_routes_pairs(block_m, MoeActLayout::kPaddedRows);
+  }
 };
 
 // In this order on every arch (a tile that becomes a copy of the one before it on an arch is not built there:
 // the 8-token tile's 3-block config is the 2-block one on the 100 KB parts).
 inline constexpr ShippedTile kTiles[] = {
-    {KernelFamily::kMultistage, 8, 128, 256, 2, true, true},
+    {KernelFamily::kMultistage, 8, 128, 256, 2, true},
     // (the 3-block config routes pairs for the down GEMM of 33-64 pairs; gate_up there takes the 2-block one)
-    {KernelFamily::kMultistage, 8, 128, 256, 3, true, false},
-    {KernelFamily::kMultistage, 16, 128, 256, 2, true, true},
-    {KernelFamily::kMultistage, 32, 128, 256, 2, false, false},
-    {KernelFamily::kMultistage, 64, 128, 128, 2, false, false},
-    {KernelFamily::kWarpSpecialized, 16, 256, 128, 1, false, false},
-    {KernelFamily::kWarpSpecialized, 32, 256, 128, 1, false, false},
-    {KernelFamily::kWarpSpecialized, 64, 256, 128, 1, false, false},
+    {KernelFamily::kMultistage, 8, 128, 256, 3, false},
+    {KernelFamily::kMultistage, 16, 128, 256, 2, true},
+    {KernelFamily::kMultistage, 32, 128, 256, 2, false},
+    {KernelFamily::kMultistage, 64, 128, 128, 2, false},
+    {KernelFamily::kWarpSpecialized, 16, 256, 128, 1, false},
+    {KernelFamily::kWarpSpecialized, 32, 256, 128, 1, false},
+    {KernelFamily::kWarpSpecialized, 64, 256, 128, 1, false},
     // The prefill tile: each weight converted once per 128 tokens (the consumers get the producer's registers).
-    {KernelFamily::kWarpSpecialized, 128, 256, 128, 1, false, false},
+    {KernelFamily::kWarpSpecialized, 128, 256, 128, 1, false},
     // Small-K tiles (K = 64 per stage). On sm_90 the 32- and 64-token ones are warp-specialized: a multistage
     // wgmma tile of 128 rows x 64 K would put the activations off a 1024-byte swizzle atom (static_assert).
-    {KernelFamily::kMultistage, 8, 128, 64, 2, true, true, true},
-    {KernelFamily::kMultistage, 16, 128, 64, 2, true, true, true},
-    {KernelFamily::kMultistage, 32, 128, 64, 2, false, false, true, 90},
-    {KernelFamily::kMultistage, 64, 128, 64, 2, false, false, true, 90},
-    {KernelFamily::kWarpSpecialized, 32, 256, 64, 1, false, false, true},
-    {KernelFamily::kWarpSpecialized, 64, 256, 64, 1, false, false, true},
+    {KernelFamily::kMultistage, 8, 128, 64, 2, true, true},
+    {KernelFamily::kMultistage, 16, 128, 64, 2, true, true},
+    {KernelFamily::kMultistage, 32, 128, 64, 2, false, true, 90},
+    {KernelFamily::kMultistage, 64, 128, 64, 2, false, true, 90},
+    {KernelFamily::kWarpSpecialized, 32, 256, 64, 1, false, true},
+    {KernelFamily::kWarpSpecialized, 64, 256, 64, 1, false, true},
 };
 inline constexpr size_t kNumTiles = sizeof(kTiles) / sizeof(kTiles[0]);
 
-// The tiles whose kernels route pairs are exactly those whose layout has the routing tables (on every arch: the
-// decode tiles have padded activation rows everywhere), and only they split gate_up's K.
-constexpr bool routing_flags_match_layouts() {
-  for (const ShippedTile& t : kTiles) {
-    const bool routes = t.family == KernelFamily::kMultistage && moe_gemm_routes_pairs(t.block_m, MoeActLayout::kPaddedRows);
-    if (t.fused_routing != routes || (t.split_k && !t.fused_routing)) return false;
-  }
+// Only the tiles whose kernels route pairs split gate_up's K (their split-K kernels come in both routings).
+constexpr bool split_k_tiles_route_pairs() {
+  for (const ShippedTile& t : kTiles)
+    if (t.split_k && !t.fused_routing()) return false;
   return true;
 }
-static_assert(routing_flags_match_layouts(), "fused_routing must be the tiles moe_gemm_routes_pairs gives tables");
+static_assert(split_k_tiles_route_pairs(), "split_k: a tile whose kernels route pairs");
 
 // The kernel families (fp4moe/arch.h, kernel_arch_family) the kernels are compiled for: sm_90 (H100, H200) and
 // sm_120 (RTX 5090, RTX PRO 6000; sm_121 runs the same configs). Other archs are planned, not built.

@@ -53,8 +53,7 @@ __device__ __forceinline__ void routing_place(const RoutingParams& p, int32_t nu
     if (i < end) {
       uint32_t ignored = 0;  // (flags were raised in the counting pass)
       float w;
-      const int32_t id = load_pair(p, i, &w);
-      e = local_expert(p, num_global_experts, id, w, &ignored);
+      e = pair_local_expert(p, num_global_experts, i, &w, &ignored);
     }
     const int key = e >= 0 ? e : E + lane;  // skipped pairs get a key of their own
     const uint32_t peers = __match_any_sync(0xFFFFFFFFu, key);
@@ -127,8 +126,7 @@ __global__ void __launch_bounds__(1024) moe_routing_kernel(RoutingParams p, int3
   uint32_t err = 0;
   for (int i = tid; i < p.num_pairs; i += blockDim.x) {
     float w;
-    const int32_t id = load_pair(p, i, &w);
-    const int32_t e = local_expert(p, num_global_experts, id, w, &err);
+    const int32_t e = pair_local_expert(p, num_global_experts, i, &w, &err);
     if (e >= 0) atomicAdd(&cnt[e], 1);
   }
   if (err) atomicOr(p.error_flags, err);
@@ -167,8 +165,7 @@ __global__ void __launch_bounds__(1024) moe_routing_count_kernel(RoutingParams p
   uint32_t err = 0;
   for (int i = begin + tid; i < end; i += blockDim.x) {
     float w;
-    const int32_t id = load_pair(p, i, &w);
-    const int32_t e = local_expert(p, num_global_experts, id, w, &err);
+    const int32_t e = pair_local_expert(p, num_global_experts, i, &w, &err);
     if (e >= 0) atomicAdd(&cnt[e], 1);
   }
   if (err) atomicOr(reinterpret_cast<uint32_t*>(&cnt[E]), err);

@@ -57,6 +57,14 @@ __device__ __forceinline__ int32_t local_expert(const RoutingParams& p, int32_t 
   return e;
 }
 
+// Pair i's local expert (local_expert), its router weight loaded into *w first (load_pair): what every routing path
+// reads of a pair.
+__device__ __forceinline__ int32_t pair_local_expert(const RoutingParams& p, int32_t num_global_experts, int64_t i,
+                                                     float* w, uint32_t* err) {
+  const int32_t id = load_pair(p, i, w);
+  return local_expert(p, num_global_experts, id, *w, err);
+}
+
 // Routing of at most 32 pairs (T * k <= 32: the decode steps of a few tokens) by one warp, in registers, for
 // the direct decode kernels to run without the routing kernel before them (one launch and its drain fewer). Every warp
 // of every block computes the same tables from the ids: lane r holds the pair at permuted row r and lane c
@@ -87,8 +95,7 @@ __device__ __forceinline__ WarpRouting warp_routing(const RoutingParams& p, int3
   uint32_t err = 0;
   float lane_weight = 0.0f;  // pair `lane`'s router weight
   if (lane < p.num_pairs) {
-    const int32_t id = load_pair(p, lane, &lane_weight);
-    const int32_t e = local_expert(p, num_global_experts, id, lane_weight, &err);
+    const int32_t e = pair_local_expert(p, num_global_experts, lane, &lane_weight, &err);
     if (e >= 0) key = e;
   }
   const bool valid = key != INT32_MAX;
@@ -219,7 +226,7 @@ __device__ __forceinline__ void block_routing_warp(const RoutingParams& p, int32
     v[h] = kNone;
     wt[h] = 0.0f;
     if (i < p.num_pairs) {
-      const int32_t e = local_expert(p, num_global_experts, load_pair(p, i, &wt[h]), wt[h], &err);
+      const int32_t e = pair_local_expert(p, num_global_experts, i, &wt[h], &err);
       v[h] = (e >= 0 ? static_cast<uint32_t>(e) : kSkipped) << 6 | static_cast<uint32_t>(i);
     }
   }

@@ -33,8 +33,8 @@ MoeKernelSet make_set() {
     s.down_store = kernels::moe_gemm_kernel<C, MoeEpilogue::kFinalizeStore>;
     s.down_store_bf16 = kernels::moe_gemm_kernel<C, MoeEpilogue::kFinalizeStoreBf16>;
     s.down_atomic = kernels::moe_gemm_kernel<C, MoeEpilogue::kFinalizeAtomic>;
-    static_assert(t.fused_routing == C::kRoutesPairs, "the kernels that route pairs need the layout's tables");
-    if constexpr (t.fused_routing) {
+    static_assert(t.fused_routing() == C::kRoutesPairs, "the kernels that route pairs need the layout's tables");
+    if constexpr (t.fused_routing()) {
       s.gate_up_fused = kernels::moe_gemm_kernel<C, MoeEpilogue::kSwiGLU, true>;
       s.down_store_fused = kernels::moe_gemm_kernel<C, MoeEpilogue::kFinalizeStore, true>;
       s.down_store_bf16_fused = kernels::moe_gemm_kernel<C, MoeEpilogue::kFinalizeStoreBf16, true>;

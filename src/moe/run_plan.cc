@@ -135,8 +135,8 @@ bool choose_configs(const PlanContext& c, int block_m, int64_t pairs, GemmChoice
   // configs (sm_90's 16-token tile), the multistage ones route only up to kFusedOverWarpSpecializedMaxPairs.
   const int64_t fuse_max = ws[0] >= 0 || ws[1] >= 0 ? kFusedOverWarpSpecializedMaxPairs : kMaxFusedRoutingPairs;
   const bool fuse = c.options->fuse_small_routing && pairs >= 1 && pairs <= fuse_max && multistage[0] >= 0 &&
-                    multistage[1] >= 0 && (*c.configs)[static_cast<size_t>(multistage[0])].config.tile.fused_routing &&
-                    (*c.configs)[static_cast<size_t>(multistage[1])].config.tile.fused_routing;
+                    multistage[1] >= 0 && (*c.configs)[static_cast<size_t>(multistage[0])].config.tile.fused_routing() &&
+                    (*c.configs)[static_cast<size_t>(multistage[1])].config.tile.fused_routing();
   // A gate_up K split asked for by the caller needs a config with split-K kernels (a decode tile); where this
   // block_m has one, gate_up takes it (sm_90: the 8-token tile's 2-block config beside the 3-block one, the multistage
   // 16-token tile beside the warp-specialized one).

@@ -62,7 +62,7 @@ TEST(PlannerGpu, CudaFuncAttributesMatchThePlanForEveryShippedConfig) {
   int want = 0;
   for (size_t i = 0; i < catalogue::kNumTiles; ++i)
     if (catalogue::tile_on(i, kernel_arch_family(cc)))
-      want += 4 + (catalogue::kTiles[i].fused_routing ? 4 : 0) + (catalogue::kTiles[i].split_k ? 2 : 0);
+      want += 4 + (catalogue::kTiles[i].fused_routing() ? 4 : 0) + (catalogue::kTiles[i].split_k ? 2 : 0);
   EXPECT_EQ(checked, want);
   EXPECT_EQ(want, kernel_arch_family(cc) == 90 ? 80 : 56);
 }
@@ -94,8 +94,8 @@ TEST(PlannerShipped, TheCompiledKernelSetsAreTheCatalogueConfigs) {
       EXPECT_TRUE(found) << "sm_" << arch << " tile " << i << ": " << set.config.tile.block_m << "x" << set.config.tile.block_n
                          << "x" << set.config.tile.block_k << " stages " << set.config.stages << " smem "
                          << set.config.smem_bytes << " blocks " << set.config.blocks_per_sm;
-      EXPECT_EQ(set.gate_up_fused != nullptr, set.config.tile.fused_routing);
-      EXPECT_EQ(set.down_store_fused != nullptr, set.config.tile.fused_routing);
+      EXPECT_EQ(set.gate_up_fused != nullptr, set.config.tile.fused_routing());
+      EXPECT_EQ(set.down_store_fused != nullptr, set.config.tile.fused_routing());
       EXPECT_EQ(set.gate_up_split != nullptr, set.config.tile.split_k);
     }
     EXPECT_EQ(plans.size(), 2 * on_arch) << "sm_" << arch << ": two GEMMs per config";

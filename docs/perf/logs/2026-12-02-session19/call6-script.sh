@@ -3,9 +3,7 @@
 # and full-layer tables (T=1 2 8 64 512), and c89c492 (build-cur) at T=4 8 in the same call as the baseline.
 set -uo pipefail
 L=$OUT/logs; mkdir -p $L
-for d in /usr/local/cuda/lib64 $(python3 -c 'import nvidia, os; print(" ".join(os.path.join(p, "cu13", "lib") for p in nvidia.__path__))' 2>/dev/null); do
-  ls "$d"/libcublas.so* >/dev/null 2>&1 && export LD_LIBRARY_PATH="$d:${LD_LIBRARY_PATH:-}" && break
-done
+# (here the cuBLAS lines of scripts/gpu-env, which ran inline)
 FP4MOE_FUZZ_CASES=100 timeout 240 build-new/fp4moe_gpu_tests --gtest_brief=1 > $L/gpu-tests.log 2>&1
 echo "gpu tests rc $? $(grep -E '^\[  (PASSED|FAILED|SKIPPED) ' $L/gpu-tests.log | tr '\n' ' ')"
 grep -E '^\[  FAILED|Failure' $L/gpu-tests.log | head -20

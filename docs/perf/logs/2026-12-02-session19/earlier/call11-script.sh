@@ -1,23 +1,5 @@
 #!/usr/bin/env bash
 # Session 19 call 11: GPU tests of build-tail (tail split after at most one whole round, counters cleared by the
 # routing kernel), then an A/B against build-new (386b733) alternated twice: TP8, EP8 at T=12 16 20 24 64; full T=8 16 64.
-set -uo pipefail
-L=$OUT/logs; mkdir -p $L
-for d in /usr/local/cuda/lib64 $(python3 -c 'import nvidia, os; print(" ".join(os.path.join(p, "cu13", "lib") for p in nvidia.__path__))' 2>/dev/null); do
-  ls "$d"/libcublas.so* >/dev/null 2>&1 && export LD_LIBRARY_PATH="$d:${LD_LIBRARY_PATH:-}" && break
-done
-FP4MOE_FUZZ_CASES=100 timeout 240 build-tail/fp4moe_gpu_tests --gtest_brief=1 > $L/gpu-tests.log 2>&1
-echo "gpu tests rc $? $(grep -E '^\[  (PASSED|FAILED|SKIPPED) ' $L/gpu-tests.log | tr '\n' ' ')"
-grep -E '^\[  FAILED|Failure' -A3 $L/gpu-tests.log | head -30
-for round in 1 2; do
-  for v in new tail; do
-    for s in "tp8 --tp 8 --tokens 12 16 20 24 64" "ep8 --ep 8 --tokens 12 16 20 24 64" "full --tokens 8 16 64"; do
-      set -- $s; n=$1; shift
-      timeout 150 build-$v/fp4moe bench "$@" --iters 30 > $L/ab-$v-$n-$round.log 2>&1
-      echo "$v $n r$round rc $? $(grep -o 'T=[0-9]*: .*passes in one CUDA graph (one workspace): [0-9.]* us per pass' $L/ab-$v-$n-$round.log | sed 's/: max tokens.*://; s/passes in one CUDA graph (one workspace)/x/; s/ us per pass//' | tr '\n' ' ') | $(awk '$1 ~ /^[0-9]+$/ && NF > 15 {printf " T%s bm%s %s/%s", $1, $3, $8, $9}' $L/ab-$v-$n-$round.log)"
-    done
-  done
-done
-grep -h "measured:" $L/ab-*.log | cut -c1-60 | sort | uniq -c
-grep -ho 'gate_up K not split (the layer splits it in [0-9]*) [0-9.]* us ([-+0-9.]*%)' $L/ab-tail-*-1.log | head -20
-cd $OUT && tar czf logs.tgz logs
+# It ran call10-script.sh (made from it with sed) with this one line changed, the shapes' token lists:
+#     for s in "tp8 --tp 8 --tokens 12 16 20 24 64" "ep8 --ep 8 --tokens 12 16 20 24 64" "full --tokens 8 16 64"; do

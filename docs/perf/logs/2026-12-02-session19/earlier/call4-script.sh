@@ -4,9 +4,7 @@
 # T=3 16 64 (fused at 24 pairs; the 3-block config's larger layout at 128 and 512 pairs).
 set -uo pipefail
 L=$OUT/logs; mkdir -p $L
-for d in /usr/local/cuda/lib64 $(python3 -c 'import nvidia, os; print(" ".join(os.path.join(p, "cu13", "lib") for p in nvidia.__path__))' 2>/dev/null); do
-  ls "$d"/libcublas.so* >/dev/null 2>&1 && export LD_LIBRARY_PATH="$d:${LD_LIBRARY_PATH:-}" && break
-done
+# (here the cuBLAS lines of scripts/gpu-env, which ran inline)
 for round in 1 2; do
   for v in cur new; do
     for s in "full --tokens 1 2 --block-m 8" "tp8 --tp 8 --tokens 3 16 64" "ep8 --ep 8 --tokens 3 16 64"; do

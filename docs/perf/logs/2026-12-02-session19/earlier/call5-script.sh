@@ -3,9 +3,7 @@
 # pass of the 16-pass chain graph, on 386b733 + the debug patch (build-tl): TP8 and EP8 at T=4 8 16 64, the full layer at T=8.
 set -uo pipefail
 L=$OUT/logs; mkdir -p $L
-for d in /usr/local/cuda/lib64 $(python3 -c 'import nvidia, os; print(" ".join(os.path.join(p, "cu13", "lib") for p in nvidia.__path__))' 2>/dev/null); do
-  ls "$d"/libcublas.so* >/dev/null 2>&1 && export LD_LIBRARY_PATH="$d:${LD_LIBRARY_PATH:-}" && break
-done
+# (here the cuBLAS lines of scripts/gpu-env, which ran inline)
 for s in "tp8 --tp 8 --tokens 4 8 16 64" "ep8 --ep 8 --tokens 4 8 16 64" "full --tokens 8"; do
   set -- $s; n=$1; shift
   timeout 100 build-tl/fp4moe bench "$@" --block-m 8 --iters 30 > $L/tl-$n.log 2>&1

@@ -3,9 +3,7 @@
 # (call 6's single run of build-new had T=64 at 1148.2 us against the eighteenth session's 1118.1).
 set -uo pipefail
 L=$OUT/logs; mkdir -p $L
-for d in /usr/local/cuda/lib64 $(python3 -c 'import nvidia, os; print(" ".join(os.path.join(p, "cu13", "lib") for p in nvidia.__path__))' 2>/dev/null); do
-  ls "$d"/libcublas.so* >/dev/null 2>&1 && export LD_LIBRARY_PATH="$d:${LD_LIBRARY_PATH:-}" && break
-done
+# (here the cuBLAS lines of scripts/gpu-env, which ran inline)
 for round in 1 2 3; do
   for v in cur new; do
     timeout 100 build-$v/fp4moe bench --tokens 64 512 --iters 30 > $L/ab-$v-full-$round.log 2>&1

@@ -3,9 +3,7 @@
 # against the 16-pass chain graph (last pass), full layer and TP8 at T=64, bm8 (why the unsharded layer's graph is slower).
 set -uo pipefail
 L=$OUT/logs; mkdir -p $L
-for d in /usr/local/cuda/lib64 $(python3 -c 'import nvidia, os; print(" ".join(os.path.join(p, "cu13", "lib") for p in nvidia.__path__))' 2>/dev/null); do
-  ls "$d"/libcublas.so* >/dev/null 2>&1 && export LD_LIBRARY_PATH="$d:${LD_LIBRARY_PATH:-}" && break
-done
+# (here the cuBLAS lines of scripts/gpu-env, which ran inline)
 for s in "full --tokens 64" "tp8 --tp 8 --tokens 64" "full8 --tokens 8"; do
   set -- $s; n=$1; shift
   timeout 100 build-tl/fp4moe bench "$@" --block-m 8 --iters 30 > $L/tl-$n.log 2>&1
