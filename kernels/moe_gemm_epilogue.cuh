@@ -72,6 +72,52 @@ __device__ __forceinline__ void store_bf16_pairs(const MoeGemmParams& p, const B
   *reinterpret_cast<__nv_bfloat162*>(d + 8) = hi;
 }
 
+// kFinalizeStore: every row of the item times alpha * its router weight, as fp32 partial rows. The addresses are two
+// row pointers (token rows 2 t4 and 2 t4 + 1 of the warp's first n-tile) advanced by 8 rows per n-tile, and the row
+// check guards only the two stores, so each token costs a weight, two multiplies and two stores. (Computed from
+// the row index per token, with the check around it as a branch, it was 24 instructions a token: in the 128-token
+// tile's down at K = 256, 1,500 of a consumer thread's instructions per item against about 300 in its K loop.)
+// kLaneRows: alpha * weight is formed once per lane row and shuffled out (the same product, so the same bits).
+template <class Cfg, bool kFusedRouting, bool kLaneRows>
+__device__ __forceinline__ void store_partials_fp32(const MoeGemmParams& p, const BlockRouting& wr,
+                                                    const float (&acc)[Cfg::kNTiles8][4], float* partial, int nt,
+                                                    int e, int row0, int rows, int warp, int lane,
+                                                    const EpilogueRows& pre) {
+  const int g8 = lane >> 2, t4 = lane & 3;
+  const int64_t n = p.n;
+  const float alpha = kLaneRows ? pre.alpha : p.alpha[e];
+  float* d0 = partial + static_cast<int64_t>(row0 + t4 * 2) * n + static_cast<int64_t>(nt) * Cfg::kBlockN + warp * 16 + g8;
+  float* d1 = d0 + n;
+  const int64_t step = 8 * n;
+  [[maybe_unused]] float lane_scale[kMaxLaneRows];
+  if constexpr (kLaneRows) {
+#pragma unroll
+    for (int h = 0; h < kMaxLaneRows; ++h) lane_scale[h] = alpha * pre.lane_weight[h];
+  }
+#pragma unroll
+  for (int j = 0; j < Cfg::kNTiles8; ++j, d0 += step, d1 += step) {
+    if constexpr (kLaneRows)
+      if (j * 8 >= rows) break;  // warp-uniform
+#pragma unroll
+    for (int c = 0; c < 2; ++c) {
+      const int m = j * 8 + t4 * 2 + c;  // token row inside the chunk
+      float scale;
+      if constexpr (kLaneRows) {
+        scale = __shfl_sync(0xFFFFFFFFu, lane_scale[j * 8 / 32], m & 31);  // (every lane, before the check)
+      } else if constexpr (kFusedRouting) {
+        scale = alpha * wr.router_weight(row0 + min(m, rows - 1));
+      } else {
+        scale = m < rows ? alpha * p.topk_weights[p.perm_pair[row0 + m]] : 0.0f;
+      }
+      float* d = c == 0 ? d0 : d1;
+      if (m < rows) {
+        d[0] = scale * acc[j][c];
+        d[8] = scale * acc[j][2 + c];
+      }
+    }
+  }
+}
+
 // The epilogue of one work item (N tile nt, K range q of expert e's chunk: rows row0 .. row0 + rows - 1),
 // straight from this warp's accumulators (mma.sync C fragments; on the wgmma path the same registers).
 // kLaneRows (the warp-specialized kernels): alpha and the down epilogue's per-row data come in `pre`, lane l
@@ -89,10 +135,24 @@ __device__ __forceinline__ void store_item(const MoeGemmParams& p, const BlockRo
   [[maybe_unused]] const int64_t split_base = kStore ? q * p.split_stride : 0;
   static_assert(!(kLaneRows && kFusedRouting), "kLaneRows: the routing kernel's tables");
   static_assert(!kLaneRows || Cfg::kBlockM <= 32 * kMaxLaneRows, "kLaneRows: at most kMaxLaneRows rows per lane");
+  if constexpr (kEpi == MoeEpilogue::kFinalizeStore) {
+    store_partials_fp32<Cfg, kFusedRouting, kLaneRows>(p, wr, acc, partial + split_base, nt, e, row0, rows, warp, lane,
+                                                       pre);
+    if constexpr (!Cfg::kWgmma) {
+#pragma unroll
+      for (int j = 0; j < Cfg::kNTiles8; ++j) acc[j][0] = acc[j][1] = acc[j][2] = acc[j][3] = 0.0f;
+    }
+    return;
+  }
   const float alpha = kLaneRows ? pre.alpha : p.alpha[e];
   const int g8 = lane >> 2, t4 = lane & 3;
+  // kSwiGLU: the output of token row 2 t4 of the warp's first n-tile; each n-tile is 8 rows on, each row p.n / 2
+  // elements (one pointer advanced by n-tile, as in store_partials_fp32).
+  [[maybe_unused]] const int64_t act_row = p.n / 2;
+  [[maybe_unused]] __nv_bfloat16* act = p.act_out + static_cast<int64_t>(row0 + t4 * 2) * act_row +
+                                        static_cast<int64_t>(nt) * (kBN / 2) + warp * 8 + g8;
 #pragma unroll
-  for (int j = 0; j < Cfg::kNTiles8; ++j) {
+  for (int j = 0; j < Cfg::kNTiles8; ++j, act += 8 * act_row) {
     if constexpr (kLaneRows)
       if (j * 8 >= rows) break;  // warp-uniform
     if constexpr (kEpi == MoeEpilogue::kFinalizeStoreBf16)
@@ -122,9 +182,7 @@ __device__ __forceinline__ void store_item(const MoeGemmParams& p, const BlockRo
       if constexpr (kEpi == MoeEpilogue::kSwiGLU) {
         // Rows g and g+8 of this warp's tile are gate and up of output column j_out.
         const float gate = alpha * acc[j][c], up = alpha * acc[j][2 + c];
-        const float act = swiglu(gate, up);
-        const int64_t col = static_cast<int64_t>(nt) * (kBN / 2) + warp * 8 + g8;
-        p.act_out[prow * (p.n / 2) + col] = __float2bfloat16_rn(act);
+        act[c * act_row] = __float2bfloat16_rn(swiglu(gate, up));
       } else {
         int32_t pair;
         float weight;
@@ -137,15 +195,9 @@ __device__ __forceinline__ void store_item(const MoeGemmParams& p, const BlockRo
         }
         const float scale = alpha * weight;
         const int64_t h0 = static_cast<int64_t>(nt) * kBN + warp * 16 + g8;
-        if constexpr (kEpi == MoeEpilogue::kFinalizeStore) {
-          float* d = partial + split_base + prow * p.n + h0;
-          d[0] = scale * acc[j][c];
-          d[8] = scale * acc[j][2 + c];
-        } else {
-          const int64_t tok = pair / p.top_k;
-          atomicAdd(partial + tok * p.n + h0, scale * acc[j][c]);
-          atomicAdd(partial + tok * p.n + h0 + 8, scale * acc[j][2 + c]);
-        }
+        const int64_t tok = pair / p.top_k;  // kFinalizeAtomic (kFinalizeStore: store_partials_fp32)
+        atomicAdd(partial + tok * p.n + h0, scale * acc[j][c]);
+        atomicAdd(partial + tok * p.n + h0 + 8, scale * acc[j][2 + c]);
       }
     }
     if constexpr (!Cfg::kWgmma) acc[j][0] = acc[j][1] = acc[j][2] = acc[j][3] = 0.0f;
