@@ -74,10 +74,10 @@ __device__ __forceinline__ void store_bf16_pairs(const MoeGemmParams& p, const B
 
 // kFinalizeStore: every row of the item times alpha * its router weight, as fp32 partial rows. The addresses are two
 // row pointers (token rows 2 t4 and 2 t4 + 1 of the warp's first n-tile) advanced by 8 rows per n-tile, and the row
-// check guards only the two stores, so each token costs a weight, two multiplies and two stores. (Computed from
-// the row index per token, with the check around it as a branch, it was 24 instructions a token: in the 128-token
-// tile's down at K = 256, 1,500 of a consumer thread's instructions per item against about 300 in its K loop.)
-// kLaneRows: alpha * weight is formed once per lane row and shuffled out (the same product, so the same bits).
+// check guards only the two stores (predicated, no branch), so each token costs a weight, two multiplies and two
+// stores. That matters where items are short: in the 128-token tile's down at K = 256 the epilogue is as long as the
+// K loop (docs/perf/prefill.md has the counts). kLaneRows: alpha * weight is formed once per lane row and shuffled
+// out (the same product, so the same bits).
 template <class Cfg, bool kFusedRouting, bool kLaneRows>
 __device__ __forceinline__ void store_partials_fp32(const MoeGemmParams& p, const BlockRouting& wr,
                                                     const float (&acc)[Cfg::kNTiles8][4], float* partial, int nt,
@@ -149,10 +149,12 @@ __device__ __forceinline__ void store_item(const MoeGemmParams& p, const BlockRo
   // kSwiGLU: the output of token row 2 t4 of the warp's first n-tile; each n-tile is 8 rows on, each row p.n / 2
   // elements (one pointer advanced by n-tile, as in store_partials_fp32).
   [[maybe_unused]] const int64_t act_row = p.n / 2;
-  [[maybe_unused]] __nv_bfloat16* act = p.act_out + static_cast<int64_t>(row0 + t4 * 2) * act_row +
-                                        static_cast<int64_t>(nt) * (kBN / 2) + warp * 8 + g8;
+  [[maybe_unused]] __nv_bfloat16* act =
+      kEpi == MoeEpilogue::kSwiGLU
+          ? p.act_out + static_cast<int64_t>(row0 + t4 * 2) * act_row + static_cast<int64_t>(nt) * (kBN / 2) + warp * 8 + g8
+          : nullptr;
 #pragma unroll
-  for (int j = 0; j < Cfg::kNTiles8; ++j, act += 8 * act_row) {
+  for (int j = 0; j < Cfg::kNTiles8; ++j, act += kEpi == MoeEpilogue::kSwiGLU ? 8 * act_row : 0) {
     if constexpr (kLaneRows)
       if (j * 8 >= rows) break;  // warp-uniform
     if constexpr (kEpi == MoeEpilogue::kFinalizeStoreBf16)
