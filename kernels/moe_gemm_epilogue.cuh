@@ -125,7 +125,8 @@ __device__ __forceinline__ void store_partials_fp32(const MoeGemmParams& p, cons
 // (With their 96 registers, per-thread loads of all 16 rows spill, and loading them tile by tile costs two
 // dependent global round trips per tile.)
 template <class Cfg, MoeEpilogue kEpi, bool kFusedRouting, bool kLaneRows = false>
-__device__ __forceinline__ void store_item(const MoeGemmParams& p, const BlockRouting& wr, float (&acc)[Cfg::kNTiles8][4],
+__device__ __forceinline__ void store_item(const MoeGemmParams& p, const BlockRouting& wr,
+                                           const float (&acc)[Cfg::kNTiles8][4],
                                            int nt, int q, int e, int row0, int rows, int warp, int lane,
                                            const EpilogueRows& pre = EpilogueRows{}) {
   constexpr int kBN = Cfg::kBlockN;
@@ -138,10 +139,6 @@ __device__ __forceinline__ void store_item(const MoeGemmParams& p, const BlockRo
   if constexpr (kEpi == MoeEpilogue::kFinalizeStore) {
     store_partials_fp32<Cfg, kFusedRouting, kLaneRows>(p, wr, acc, partial + split_base, nt, e, row0, rows, warp, lane,
                                                        pre);
-    if constexpr (!Cfg::kWgmma) {
-#pragma unroll
-      for (int j = 0; j < Cfg::kNTiles8; ++j) acc[j][0] = acc[j][1] = acc[j][2] = acc[j][3] = 0.0f;
-    }
     return;
   }
   const float alpha = kLaneRows ? pre.alpha : p.alpha[e];
@@ -149,12 +146,11 @@ __device__ __forceinline__ void store_item(const MoeGemmParams& p, const BlockRo
   // kSwiGLU: the output of token row 2 t4 of the warp's first n-tile; each n-tile is 8 rows on, each row p.n / 2
   // elements (one pointer advanced by n-tile, as in store_partials_fp32).
   [[maybe_unused]] const int64_t act_row = p.n / 2;
-  [[maybe_unused]] __nv_bfloat16* act =
-      kEpi == MoeEpilogue::kSwiGLU
-          ? p.act_out + static_cast<int64_t>(row0 + t4 * 2) * act_row + static_cast<int64_t>(nt) * (kBN / 2) + warp * 8 + g8
-          : nullptr;
+  [[maybe_unused]] __nv_bfloat16* act = nullptr;
+  if constexpr (kEpi == MoeEpilogue::kSwiGLU)
+    act = p.act_out + static_cast<int64_t>(row0 + t4 * 2) * act_row + static_cast<int64_t>(nt) * (kBN / 2) + warp * 8 + g8;
 #pragma unroll
-  for (int j = 0; j < Cfg::kNTiles8; ++j, act += kEpi == MoeEpilogue::kSwiGLU ? 8 * act_row : 0) {
+  for (int j = 0; j < Cfg::kNTiles8; ++j) {
     if constexpr (kLaneRows)
       if (j * 8 >= rows) break;  // warp-uniform
     if constexpr (kEpi == MoeEpilogue::kFinalizeStoreBf16)
@@ -202,7 +198,7 @@ __device__ __forceinline__ void store_item(const MoeGemmParams& p, const BlockRo
         atomicAdd(partial + tok * p.n + h0 + 8, scale * acc[j][2 + c]);
       }
     }
-    if constexpr (!Cfg::kWgmma) acc[j][0] = acc[j][1] = acc[j][2] = acc[j][3] = 0.0f;
+    if constexpr (kEpi == MoeEpilogue::kSwiGLU) act += 8 * act_row;  // the next n-tile's rows
   }
 }
 

@@ -171,9 +171,8 @@ __device__ __forceinline__ void moe_gemm_body(const MoeGemmParams& p, const MoeG
       bool store = true;
       if constexpr (kSplitK)
         store = gate_up_split_fixup<Cfg>(p, acc, cw.chunk * n_tiles + cw.nt, cw.nt, cw.q, cons_row0, cons_rows, warp, lane);
-      if (store) {
-        store_item<Cfg, kEpi, kFusedRouting>(p, wr, acc, cw.nt, cw.q, cons_e, cons_row0, cons_rows, warp, lane);
-      } else if constexpr (!Cfg::kWgmma) {
+      if (store) store_item<Cfg, kEpi, kFusedRouting>(p, wr, acc, cw.nt, cw.q, cons_e, cons_row0, cons_rows, warp, lane);
+      if constexpr (!Cfg::kWgmma) {  // the next item accumulates from zero (the wgmma tiles start with scale-d 0)
 #pragma unroll
         for (int j = 0; j < Cfg::kNTiles8; ++j) acc[j][0] = acc[j][1] = acc[j][2] = acc[j][3] = 0.0f;
       }
