@@ -180,6 +180,39 @@ __device__ __forceinline__ uint32_t ld_global_u32(const void* p) {
   return v;
 }
 
+// Thread block clusters (sm_90+): this block's rank in its cluster, the cluster's blocks, the cluster's index in the
+// grid and the grid's clusters (PTX ISA "Special Registers": %cluster_ctarank, %cluster_nctarank, %clusterid,
+// %nclusterid, https://docs.nvidia.com/cuda/parallel-thread-execution/#special-registers-cluster-ctarank).
+__device__ __forceinline__ uint32_t cluster_ctarank() {
+  uint32_t r;
+  asm volatile("mov.u32 %0, %%cluster_ctarank;\n" : "=r"(r));
+  return r;
+}
+__device__ __forceinline__ uint32_t cluster_nctarank() {
+  uint32_t r;
+  asm volatile("mov.u32 %0, %%cluster_nctarank;\n" : "=r"(r));
+  return r;
+}
+__device__ __forceinline__ uint32_t clusterid_x() {
+  uint32_t r;
+  asm volatile("mov.u32 %0, %%clusterid.x;\n" : "=r"(r));
+  return r;
+}
+__device__ __forceinline__ uint32_t nclusterid_x() {
+  uint32_t r;
+  asm volatile("mov.u32 %0, %%nclusterid.x;\n" : "=r"(r));
+  return r;
+}
+// Every thread of every block of the cluster arrives, then waits for all of them (PTX ISA "barrier.cluster", sm_90:
+// https://docs.nvidia.com/cuda/parallel-thread-execution/#parallel-synchronization-and-communication-instructions-barrier-cluster).
+// arrive.release / wait.acquire at cluster scope: each thread's earlier writes, global memory included, are visible
+// to every thread of the cluster after its wait (the memory model's release and acquire patterns, "Memory
+// Consistency Model"), so one block may read, through L2, what the cluster's other blocks stored before it.
+// .aligned: every thread of the warp executes it together (never under divergent control flow).
+__device__ __forceinline__ void cluster_sync_release_acquire() {
+  asm volatile("barrier.cluster.arrive.release.aligned;\nbarrier.cluster.wait.acquire.aligned;\n" ::: "memory");
+}
+
 // Programmatic dependent launch (PTX ISA "griddepcontrol", sm_90+):
 // https://docs.nvidia.com/cuda/parallel-thread-execution/#parallel-synchronization-and-communication-instructions-griddepcontrol
 // A kernel launched with cudaLaunchAttributeProgrammaticStreamSerialization may start while the previous
