@@ -24,6 +24,10 @@ struct ShippedTile {
   // parallel shard's down GEMM: K = I / tp, a multiple of 64 but not of 128 or 256).
   bool small_k = false;
   int skip_arch = 0;  // an arch this tile is not built or planned for (0: none; warp-specialized tiles: sm_90 only)
+  // sm_90: also built as the cluster decode kernel (kernels/moe_cluster_decode_sm90.cuh: gate_up and down of a TP
+  // shard's decode step in one launch, one cluster of blocks per expert chunk). The 8-token tile's two configs: the
+  // plan takes the first whose clusters are all resident at once.
+  bool cluster_decode = false;
   // A decode tile: also built as the kernels that route at most kMaxFusedRoutingPairs (64) pairs themselves -- the
   // multistage tiles whose layout has the routing tables (moe_gemm_routes_pairs; at most 16 tokens, whose activation
   // rows are padded on every arch).
@@ -35,9 +39,9 @@ struct ShippedTile {
 // In this order on every arch (a tile that becomes a copy of the one before it on an arch is not built there:
 // the 8-token tile's 3-block config is the 2-block one on the 100 KB parts).
 inline constexpr ShippedTile kTiles[] = {
-    {KernelFamily::kMultistage, 8, 128, 256, 2, true},
+    {KernelFamily::kMultistage, 8, 128, 256, 2, true, false, 0, true},
     // (the 3-block config routes pairs for the down GEMM of 33-64 pairs; gate_up there takes the 2-block one)
-    {KernelFamily::kMultistage, 8, 128, 256, 3, false},
+    {KernelFamily::kMultistage, 8, 128, 256, 3, false, false, 0, true},
     {KernelFamily::kMultistage, 16, 128, 256, 2, true},
     {KernelFamily::kMultistage, 32, 128, 256, 2, false},
     {KernelFamily::kMultistage, 64, 128, 128, 2, false},

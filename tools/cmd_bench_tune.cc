@@ -42,6 +42,7 @@ struct BenchOpts {
   std::vector<int> block_ms;  // empty: every built-in one
   int iters = 20;
   bool no_warp_specialized = false;  // MoeLayerOptions::warp_specialized off
+  bool no_cluster_decode = false;    // MoeLayerOptions::cluster_decode off
   bool graph = true;                 // also time CUDA-graph replay
   int kernel_arch = 0;               // MoeLayerOptions::kernel_arch
   std::vector<int> down_k_splits;  // empty: the layer's choice
@@ -114,6 +115,7 @@ int run_bench(const BenchOpts& o) {
   b.zipf_s = o.zipf_s;
   b.min_iters = o.iters;
   b.warp_specialized = !o.no_warp_specialized;
+  b.cluster_decode = !o.no_cluster_decode;
   finalize_mode_from_name(o.finalize, &b.finalize);  // (CLI11 checked the name)
   if (!o.block_ms.empty()) b.block_ms = o.block_ms;
   b.down_k_splits = o.down_k_splits;
@@ -268,6 +270,9 @@ void add_bench_and_tune(CLI::App& app, int* rc) {
                     "the per-T note times the others")
       ->check(CLI::IsMember(finalize_mode_names()))
       ->capture_default_str();
+  bench->add_flag("--no-cluster-decode", b->no_cluster_decode,
+                  "sm_90: time the two tiled GEMM kernels where the layer would run gate_up and down as one kernel of "
+                  "clusters (a TP shard's decode step with I = 256, at most 64 pairs)");
   bench->add_flag("--no-warp-specialized", b->no_warp_specialized,
                   "sm_90: time the multistage kernels for block_m 16, 32 and 64 instead of the warp-specialized ones");
   bench->add_option("--down-k-splits", b->down_k_splits,

@@ -112,6 +112,14 @@ struct MoeLayerOptions {
   // rounded to bf16 in kDeterministicBf16, as its partials are). Needs fuse_small_routing (it routes inside its
   // kernels). Off: the tiled kernels at every T.
   bool direct_decode = true;
+  // sm_90: a call that the 8-token decode tile's kernels would route themselves, past the direct path, with I equal to
+  // that tile's K stage (256: a tensor-parallel shard such as GLM-5's TP8), the deterministic fp32 finalize, no other K
+  // splits forced, and few enough pairs that a cluster per pair is resident at once (TP8 on an H200: 3 and 4 tokens),
+  // runs gate_up and down as one kernel of thread-block clusters: a cluster per expert chunk, two blocks per gate_up N
+  // tile (its K halves), the SwiGLU rows handed over at a cluster barrier, then each block a share of down's N tiles;
+  // the finalize kernel after it. Same sums as the tiled kernels of that tile with gate_up's K in two splits, so the
+  // same output bit for bit. Off: the tiled GEMM kernels.
+  bool cluster_decode = true;
   // Tuning cache read at init: "" = the default location (tuning.h), "none" = do not read one.
   std::string tuning_cache = "";
   // The kernel family to run: 0 = the device's. 120: the configs planned for sm_120 (RTX 5090, RTX PRO 6000: their
@@ -179,6 +187,12 @@ struct MoeRunPlan {
   // and fused_routing true; the two GEMM plans above keep the configs of the tiled kernels' choice for the call.
   bool direct_decode = false;
   MoeDirectPlan direct;
+  // gate_up and down run as the cluster decode kernel (MoeLayerOptions::cluster_decode): `clusters` clusters of
+  // `cluster_blocks` blocks of the gate_up plan's config, which both GEMM plans then hold; gate_up's K in 2 splits
+  // (two blocks per N tile), down's in 1.
+  bool cluster_decode = false;
+  int clusters = 0, cluster_blocks = 0;
+  int clusters_resident = 0;  // of that config and size at once on this GPU (cudaOccupancyMaxActiveClusters)
   std::string source;          // where block_m and the splits came from: caller, options, tuning cache, heuristic
   std::string to_string() const;
 };

@@ -5,6 +5,7 @@
 #include <iterator>
 #include <utility>
 
+#include "kernels/moe_cluster_decode_sm90.cuh"
 #include "kernels/moe_gemm_multistage.cuh"
 #include "kernels/moe_gemm_warpspecialized_sm90.cuh"
 
@@ -39,6 +40,10 @@ MoeKernelSet make_set() {
       s.down_store_fused = kernels::moe_gemm_kernel<C, MoeEpilogue::kFinalizeStore, true>;
       s.down_store_bf16_fused = kernels::moe_gemm_kernel<C, MoeEpilogue::kFinalizeStoreBf16, true>;
       s.down_atomic_fused = kernels::moe_gemm_kernel<C, MoeEpilogue::kFinalizeAtomic, true>;
+    }
+    if constexpr (t.cluster_decode && Arch == 90) {
+      static_assert(C::kRoutesPairs && !C::kWgmma, "the cluster decode kernel: a decode tile on mma.sync");
+      s.cluster_decode = kernels::moe_cluster_decode_kernel<C>;
     }
     if constexpr (t.split_k) {
       s.gate_up_split = kernels::moe_gemm_kernel<C, MoeEpilogue::kSwiGLU, false, true>;

@@ -11,6 +11,8 @@
 namespace fp4moe::detail {
 
 using GemmKernelFn = void (*)(const kernels::MoeGemmParams, const kernels::MoeGemmExtras);
+// The cluster decode kernel: gate_up's and down's parameters, the routing.
+using ClusterDecodeFn = void (*)(const kernels::MoeGemmParams, const kernels::MoeGemmParams, const kernels::MoeGemmExtras);
 
 struct MoeKernelSet {
   catalogue::ShippedConfig config;  // the catalogue entry on its arch: tile, family, stages, threads, smem
@@ -24,6 +26,9 @@ struct MoeKernelSet {
   // gate_up with split K (kSplitK), without and with fused routing: the decode tiles with catalogue split_k;
   // nullptr elsewhere.
   GemmKernelFn gate_up_split = nullptr, gate_up_split_fused = nullptr;
+  // The cluster decode kernel of the tile (catalogue cluster_decode, sm_90); nullptr elsewhere. Not in all(): another
+  // signature (the layer sets its shared memory itself).
+  ClusterDecodeFn cluster_decode = nullptr;
   // Every kernel of the set: the four epilogues, then their fused-routing and split-K versions where built.
   std::vector<GemmKernelFn> all() const {
     std::vector<GemmKernelFn> v{gate_up, down_store, down_store_bf16, down_atomic};

@@ -57,6 +57,28 @@ cudaError_t launch(void (*kernel)(KArgs...), int64_t grid, int block, int64_t sm
   return cudaLaunchKernelEx(&cfg, kernel, std::forward<Args>(args)...);
 }
 
+// Launches `kernel` as clusters of `cluster` blocks (a multiple of the grid; PTX ISA "Cluster of Cooperative Thread
+// Arrays": the cluster's blocks are resident together), with `pdl` as above.
+template <class... KArgs, class... Args>
+cudaError_t launch_clusters(void (*kernel)(KArgs...), int64_t grid, int cluster, int block, int64_t smem,
+                            cudaStream_t stream, bool pdl, Args&&... args) {
+  cudaLaunchConfig_t cfg{};
+  cfg.gridDim = dim3(static_cast<unsigned>(grid));
+  cfg.blockDim = dim3(static_cast<unsigned>(block));
+  cfg.dynamicSmemBytes = static_cast<size_t>(smem);
+  cfg.stream = stream;
+  cudaLaunchAttribute attrs[2]{};
+  attrs[0].id = cudaLaunchAttributeClusterDimension;
+  attrs[0].val.clusterDim.x = static_cast<unsigned>(cluster);
+  attrs[0].val.clusterDim.y = 1;
+  attrs[0].val.clusterDim.z = 1;
+  attrs[1].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attrs[1].val.programmaticStreamSerializationAllowed = 1;
+  cfg.attrs = attrs;
+  cfg.numAttrs = pdl ? 2 : 1;
+  return cudaLaunchKernelEx(&cfg, kernel, std::forward<Args>(args)...);
+}
+
 // The pointer rules of MoeForwardArgs (T > 0): set and aligned as the kernels load them.
 Status check_arg_pointers(const MoeForwardArgs& a) {
   FP4MOE_RETURN_IF_ERROR(detail::check_device_pointer(a.hidden, 16, "hidden"));
@@ -164,6 +186,10 @@ Status MoeLayer::init(const MoeShape& shape, const MoeLayerOptions& options, con
     for (auto fn : set.all())
       FP4MOE_CUDA_TRY(cudaFuncSetAttribute(reinterpret_cast<const void*>(fn), cudaFuncAttributeMaxDynamicSharedMemorySize,
                                            static_cast<int>(set.config.smem_bytes)));
+    if (set.cluster_decode != nullptr)
+      FP4MOE_CUDA_TRY(cudaFuncSetAttribute(reinterpret_cast<const void*>(set.cluster_decode),
+                                           cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                           static_cast<int>(set.config.smem_bytes)));
     int occ = 0;
     FP4MOE_CUDA_TRY(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&occ, reinterpret_cast<const void*>(set.gate_up),
                                                                   set.config.threads, set.config.smem_bytes));
@@ -174,8 +200,27 @@ Status MoeLayer::init(const MoeShape& shape, const MoeLayerOptions& options, con
       return Status(StatusCode::kResourceExhausted, "kernel config block_m=" + std::to_string(set.config.tile.block_m) +
                                                         " cannot be resident on this GPU");
     if (emulate) occ = std::min(occ, set.config.blocks_per_sm);
+    // The cluster decode kernel's clusters of this shape's size that are resident at once (they stay inside a GPC).
+    int clusters = 0;
+    const int cluster_blocks = set.cluster_decode == nullptr
+                                   ? 0
+                                   : detail::cluster_decode_blocks(shape, set.config.tile.block_n,
+                                                                   set.config.tile.block_k, set.config.stages);
+    if (cluster_blocks > 0 && !emulate) {
+      cudaLaunchConfig_t cfg{};
+      cfg.gridDim = dim3(static_cast<unsigned>(cluster_blocks));
+      cfg.blockDim = dim3(static_cast<unsigned>(set.config.threads));
+      cfg.dynamicSmemBytes = static_cast<size_t>(set.config.smem_bytes);
+      cudaLaunchAttribute attr{};
+      attr.id = cudaLaunchAttributeClusterDimension;
+      attr.val.clusterDim.x = static_cast<unsigned>(cluster_blocks);
+      attr.val.clusterDim.y = attr.val.clusterDim.z = 1;
+      cfg.attrs = &attr;
+      cfg.numAttrs = 1;
+      FP4MOE_CUDA_TRY(cudaOccupancyMaxActiveClusters(&clusters, reinterpret_cast<const void*>(set.cluster_decode), &cfg));
+    }
     impl->sets.push_back(&set);
-    impl->resident.push_back(detail::ResidentConfig{set.config, occ * impl->sms});
+    impl->resident.push_back(detail::ResidentConfig{set.config, occ * impl->sms, clusters});
   }
   if (impl->resident.empty()) {
     std::string built;
@@ -393,10 +438,18 @@ Status MoeLayer::Impl::run(const MoeForwardArgs& a, void* workspace, size_t work
     memset_first = true;
   }
 
+  const bool fused_routing = rp.fused_routing && (phases & kPhaseRouting) && (phases & kPhaseGateUp);
+  // The cluster decode kernel: both GEMMs of the whole pass (routing inside), then the finalize below; its K halves
+  // of gate_up meet at a cluster barrier, without the split kernels' counters.
+  const bool cluster = rp.cluster_decode && fused_routing && (phases & kPhaseDown) && ks_gate_up.cluster_decode != nullptr;
+  // A cluster plan run phase by phase (the testing hooks, the bench's per-phase times) runs its config's tiled kernels:
+  // gate_up's K in the plan's two halves where the config has split-K kernels, else whole (sm_90's 3-block 8-token
+  // config: the layer's own plans split only on the deep one).
+  const int gu_launch_splits = rp.cluster_decode && !cluster && ks_gate_up.gate_up_split == nullptr ? 1 : gu_splits;
   // gate_up with split K: its arrival counters (kernels/moe_gemm_epilogue.cuh, gate_up_split_fixup) start at zero
   // each call, whatever the workspace held; a memset node, like the atomic finalize's, before the first kernel.
   float* gu_split = reinterpret_cast<float*>(wsp + L.gu_split);
-  if ((phases & kPhaseGateUp) && gu_splits > 1) {
+  if ((phases & kPhaseGateUp) && gu_launch_splits > 1 && !cluster) {
     FP4MOE_CUDA_TRY(cudaMemsetAsync(wsp + L.gu_counters, 0, static_cast<size_t>(L.gu_counter_bytes), stream));
     memset_first = true;
   }
@@ -404,7 +457,6 @@ Status MoeLayer::Impl::run(const MoeForwardArgs& a, void* workspace, size_t work
 
   // A few pairs: the GEMM kernels route them themselves (kernels/moe_routing_warp.cuh, block_routing), gate_up's
   // block 0 writing the tables the finalize and testing::workspace_view read; the routing kernel is not launched.
-  const bool fused_routing = rp.fused_routing && (phases & kPhaseRouting) && (phases & kPhaseGateUp);
   const bool routing_kernel = (phases & kPhaseRouting) && !fused_routing;
   if (routing_kernel) {
     if (kernels::routing_multi_block(pairs)) {  // many pairs: one block per range (kernels/moe_routing.cuh)
@@ -441,7 +493,7 @@ Status MoeLayer::Impl::run(const MoeForwardArgs& a, void* workspace, size_t work
   gu.gather_tokens = true;
   gu.act_out = reinterpret_cast<__nv_bfloat16*>(wsp + L.act);
   // K splits: the SwiGLU needs the whole sum, which the block finishing a tile's last K range adds up.
-  gu.k_splits = gu_splits;
+  gu.k_splits = cluster ? gu_splits : gu_launch_splits;
   gu.partial_out = gu_split;
   gu.split_stride = a.num_tokens * s.top_k * 2 * s.intermediate;
   kernels::MoeGemmParams dn = g;  // down
@@ -455,8 +507,11 @@ Status MoeLayer::Impl::run(const MoeForwardArgs& a, void* workspace, size_t work
   dn.partial_out = partial;
   dn.k_splits = splits;
   dn.split_stride = a.num_tokens * s.top_k * s.hidden;
-  if (phases & kPhaseGateUp)
-    FP4MOE_CUDA_TRY(launch(gu_splits > 1 ? (fused_routing ? ks_gate_up.gate_up_split_fused : ks_gate_up.gate_up_split)
+  if (cluster)
+    FP4MOE_CUDA_TRY(launch_clusters(ks_gate_up.cluster_decode, int64_t{rp.clusters} * rp.cluster_blocks, rp.cluster_blocks,
+                                    rp.gate_up.threads, rp.gate_up.smem_bytes, stream, first_pdl, gu, dn, ex));
+  if ((phases & kPhaseGateUp) && !cluster)
+    FP4MOE_CUDA_TRY(launch(gu_launch_splits > 1 ? (fused_routing ? ks_gate_up.gate_up_split_fused : ks_gate_up.gate_up_split)
                                          : (fused_routing ? ks_gate_up.gate_up_fused : ks_gate_up.gate_up),
                            rp.gate_up.grid,
                            rp.gate_up.threads, rp.gate_up.smem_bytes, stream,
@@ -466,8 +521,9 @@ Status MoeLayer::Impl::run(const MoeForwardArgs& a, void* workspace, size_t work
     const auto store = fused_routing ? (bf16_partials ? k.down_store_bf16_fused : k.down_store_fused)
                                      : (bf16_partials ? k.down_store_bf16 : k.down_store);
     const auto down = det ? store : (fused_routing ? k.down_atomic_fused : k.down_atomic);
-    FP4MOE_CUDA_TRY(launch(down, rp.down.grid, rp.down.threads, rp.down.smem_bytes, stream,
-                           pdl_ok && (phases & kPhaseGateUp), dn, ex));
+    if (!cluster)
+      FP4MOE_CUDA_TRY(launch(down, rp.down.grid, rp.down.threads, rp.down.smem_bytes, stream,
+                             pdl_ok && (phases & kPhaseGateUp), dn, ex));
     auto* out = static_cast<__nv_bfloat16*>(a.output);
     if (det) {
       // The fixed-order sum over the partial type P (fp32, or bf16 partials): kFinalizeCols<P> columns per thread.

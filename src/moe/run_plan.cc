@@ -43,6 +43,11 @@ std::string MoeRunPlan::to_string() const {
                   (fused_routing ? "routing inside the GEMMs, " : "routing kernel, ") +
                   finalize_mode_name(finalize) + " finalize" +
                   (programmatic_launch ? ", programmatic launch" : "");
+  if (cluster_decode)
+    s += "; gate_up and down in one kernel: " + std::to_string(clusters) + " clusters of " +
+         std::to_string(cluster_blocks) + " blocks, of " + std::to_string(clusters_resident) +
+         " resident at once (a cluster per expert chunk: two blocks per gate_up N tile, a K half each, "
+         "then 1/" + std::to_string(cluster_blocks) + " of down's N tiles each)";
   if (!source.empty()) s += " (" + source + ")";
   return s;
 }
@@ -386,9 +391,53 @@ Status make_run_plan(const PlanContext& c, int64_t num_tokens, int block_m, int 
     p.gate_up_k_splits = 1;
     p.fused_routing = true;
   }
+  if (!p.direct_decode && o.cluster_decode && down_k_splits <= 1 &&
+      (gate_up_k_splits == 0 || gate_up_k_splits == kClusterDecodeKHalves)) {
+    ClusterDecodeShape cd;
+    if (cluster_decode_plan(c, num_tokens, p.block_m, p.fused_routing, p.gate_up_k_splits, &cd)) {
+      p.cluster_decode = true;
+      p.clusters = cd.clusters;
+      p.cluster_blocks = cd.cluster_blocks;
+      p.clusters_resident = cd.resident;
+      p.gate_up = p.down = gemm_plan((*c.configs)[static_cast<size_t>(cd.config)]);
+      p.down_k_splits = 1;
+      p.gate_up_k_splits = kClusterDecodeKHalves;
+      ch.gate_up = ch.down = cd.config;
+    }
+  }
   *out = p;
   if (choice) *choice = ch;
   return Status::ok();
+}
+
+int cluster_decode_blocks(const MoeShape& s, int block_n, int block_k, int stages) {
+  if (s.intermediate != block_k || (2 * s.intermediate) % block_n != 0) return 0;
+  const int64_t blocks = kClusterDecodeKHalves * (2 * s.intermediate / block_n);
+  if (blocks > kMaxClusterDecodeBlocks || s.hidden % (blocks * block_n) != 0) return 0;
+  const int64_t k_tiles = s.hidden / block_k;
+  if (k_tiles % kClusterDecodeKHalves != 0 || k_tiles / kClusterDecodeKHalves < stages - 1) return 0;
+  return static_cast<int>(blocks);
+}
+
+bool cluster_decode_plan(const PlanContext& c, int64_t num_tokens, int block_m, bool fused_routing,
+                         int tiled_gate_up_splits, ClusterDecodeShape* out) {
+  const MoeShape& s = *c.shape;
+  if (c.arch != 90 || c.options->finalize != FinalizeMode::kDeterministic || !fused_routing) return false;
+  const int64_t clusters = num_tokens * s.top_k;  // one per possible chunk (each holds a pair)
+  bool first = true;  // the block_m's first cluster config (the deepest pipeline)
+  for (size_t i = 0; i < c.configs->size(); ++i) {
+    const ResidentConfig& r = (*c.configs)[i];
+    const catalogue::ShippedTile& t = r.config.tile;
+    if (!t.cluster_decode || t.block_m != block_m || r.config.cc != 90) continue;
+    const bool later = !first;
+    first = false;
+    if (clusters > r.clusters || (later && tiled_gate_up_splits > 1)) continue;
+    const int blocks = cluster_decode_blocks(s, t.block_n, t.block_k, r.config.stages);
+    if (blocks == 0) continue;
+    if (out != nullptr) *out = ClusterDecodeShape{static_cast<int>(i), static_cast<int>(clusters), blocks, r.clusters};
+    return true;
+  }
+  return false;
 }
 
 SplitBuffers max_split_buffers(const PlanContext& c, int64_t max_tokens, int down_forced, int gate_up_forced) {

@@ -20,6 +20,9 @@ namespace fp4moe::detail {
 struct ResidentConfig {
   catalogue::ShippedConfig config;
   int grid = 0;  // persistent blocks: resident blocks per SM (occupancy) x SMs
+  // The config's cluster decode kernel (catalogue cluster_decode): clusters of this layer's size (cluster_decode_blocks)
+  // resident at once (cudaOccupancyMaxActiveClusters: clusters stay inside a GPC, so fewer than grid / size); 0: none.
+  int clusters = 0;
 };
 
 // The heuristic's tile thresholds: the busiest expert's expected tokens (mean + 3 sd of a Poisson count) up to
@@ -115,6 +118,30 @@ double expected_local_experts(const MoeShape& s, int64_t num_tokens);
 // direct_down_stages_weights says so for c.sms SMs of c.arch's shared memory. make_run_plan takes it where the options
 // allow (direct_decode and fuse_small_routing) and the caller forces nothing.
 bool direct_decode_plan(const PlanContext& c, int64_t num_tokens, MoeDirectPlan* out);
+
+// The cluster decode kernel's blocks per cluster for a shape (kClusterDecodeKHalves per gate_up N tile of
+// `block_n` rows), or 0 where the kernel does not apply to it: I equal to the tile's K stage `block_k`, at most
+// kMaxClusterDecodeBlocks blocks (the portable cluster size) dividing H's N tiles, each K half of gate_up at least the
+// copies' lead (`stages` - 1 stages).
+inline constexpr int64_t kMaxClusterDecodeBlocks = 8;
+inline constexpr int kClusterDecodeKHalves = 2;
+int cluster_decode_blocks(const MoeShape& s, int block_n, int block_k, int stages);
+
+// Whether a call of T tokens runs gate_up and down as the cluster decode kernel (kernels/moe_cluster_decode_sm90.cuh),
+// on which config and with how many clusters -- sm_90, the deterministic fp32 finalize, routing inside the kernels,
+// block_m's first config built as the cluster kernel (catalogue cluster_decode) that applies to the shape
+// (cluster_decode_blocks) and keeps one cluster per possible chunk (a pair each) resident at once; a config after the
+// block_m's first (more blocks per SM, a shallower pipeline) only where the tiled plan (`tiled_gate_up_splits`) would
+// not split gate_up's K: where it would, the tiled kernels were faster (GLM-5's TP8 shard on the H200: the deep
+// config's 30 resident clusters take T = 3; the 3-block config's 45 would take T = 4, 40.8 against 37.6 us per
+// chained pass, and take T = 5, 42.9 against 45.3; docs/perf/shards.md). make_run_plan takes it where the option
+// allows and the caller forces no K splits (or the same ones: gate_up's in two).
+struct ClusterDecodeShape {
+  int config = -1;  // into PlanContext::configs
+  int clusters = 0, cluster_blocks = 0, resident = 0;
+};
+bool cluster_decode_plan(const PlanContext& c, int64_t num_tokens, int block_m, bool fused_routing,
+                         int tiled_gate_up_splits, ClusterDecodeShape* out);
 
 // The whole decision for one call (block_m and down_k_splits: 0 = the layer's choice). *choice: the configs.
 Status make_run_plan(const PlanContext& c, int64_t num_tokens, int block_m, int down_k_splits, MoeRunPlan* out,

@@ -92,13 +92,15 @@ struct Case {
   int kernel_arch = 0;           // MoeLayerOptions::kernel_arch (120: the sm_120 configs on the H200)
   int gate_up_k_splits = 0;      // MoeForwardArgs::gate_up_k_splits (0: the layer's choice)
   bool direct_decode = true;     // MoeLayerOptions::direct_decode
+  bool cluster_decode = MoeLayerOptions{}.cluster_decode;  // MoeLayerOptions::cluster_decode
   std::string name() const {
     return "T" + std::to_string(T) + "_E" + std::to_string(E) + "_H" + std::to_string(H) + "_I" + std::to_string(I) +
            "_k" + std::to_string(k) + "_" + testing::routing_name(routing) + "_bm" + std::to_string(block_m) +
            (finalize == FinalizeMode::kAtomic ? "_atomic" : finalize == FinalizeMode::kDeterministicBf16 ? "_detbf16" : "_det") + (gate_first ? "_gatefirst" : "_upfirst") +
            (dequant_kind ? "_ws2" : "") + "_splits" + std::to_string(down_k_splits) + (pdl ? "" : "_nopdl") +
            (warp_specialized ? "" : "_not_warp_specialized") + (kernel_arch ? "_kernels_sm" + std::to_string(kernel_arch) : "") +
-           (gate_up_k_splits ? "_gusplits" + std::to_string(gate_up_k_splits) : "") + (direct_decode ? "" : "_tiled");
+           (gate_up_k_splits ? "_gusplits" + std::to_string(gate_up_k_splits) : "") + (direct_decode ? "" : "_tiled") +
+           (cluster_decode == MoeLayerOptions{}.cluster_decode ? "" : cluster_decode ? "_cluster" : "_no_cluster");
   }
 };
 
@@ -125,6 +127,7 @@ inline MoeLayerOptions options_for(const Case& c) {
   o.warp_specialized = c.warp_specialized;
   o.kernel_arch = c.kernel_arch;
   o.direct_decode = c.direct_decode;
+  o.cluster_decode = c.cluster_decode;
   o.tuning_cache = "none";
   return o;
 }

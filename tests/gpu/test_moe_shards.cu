@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <map>
 #include <string>
 #include <vector>
@@ -257,6 +258,126 @@ TEST(MoeShards, SmallKTilesMatchTheReferenceAtEveryBlockSize) {
   }
 }
 
+// The cluster decode kernel (MoeLayerOptions::cluster_decode: gate_up and down of a decode step in one kernel of
+// 8-block clusters, I = 256) on TP-shard shapes: 8 (H = 8192), 6 (6144), 4 (4096) and 2 (2048: fewer down stages than
+// the copies run ahead of the deep config, and each K half of gate_up just that lead) down N tiles per block; steps of
+// 3 tokens (the 8-token tile's deep config on the H200) and, on 256 experts, of 5 (its 3-block config, whose clusters
+// of 8 blocks are resident 45 at a time against the deep one's 30, where the tiled plan would not split gate_up);
+// uniform, skewed (experts of more than 8 rows: several chunks), one-expert and bad-id routing. Each against the fp64
+// reference with output and workspace poisoned, a bit-identical rerun and graph replays, bit for bit against the
+// tiled kernels of the same tile (the option off, gate_up's K in the same two splits: output and SwiGLU rows), and
+// the same plan run phase by phase.
+TEST(MoeShards, ClusterDecodeMatchesTheReferenceAndTheTiledKernels) {
+  FP4MOE_SKIP_WITHOUT_GPU();
+  using testing::Case;
+  using testing::plan_of;
+  using testing::Problem;
+  using testing::Routing;
+  int cc_major = 0;
+  ASSERT_EQ(cudaDeviceGetAttribute(&cc_major, cudaDevAttrComputeCapabilityMajor, 0), cudaSuccess);
+  if (cc_major != 9) GTEST_SKIP() << "the cluster decode kernel is planned on sm_90 only";
+  struct Shape {
+    int64_t E, H;
+  };
+  const Shape shapes[] = {{64, 2048}, {16, 6144}, {32, 4096}, {8, 8192}, {256, 2048}};
+  struct Run {
+    int64_t T;
+    Routing routing;
+  };
+  const std::vector<Run> runs3 = {{3, Routing::kUniform}, {3, Routing::kSkewed}, {3, Routing::kOneExpert},
+                                  {3, Routing::kWithBadIds}};
+  const std::vector<Run> runs5 = {{5, Routing::kUniform}, {5, Routing::kOneExpert}, {5, Routing::kWithBadIds}};
+  auto run_download = [](Problem& p, const MoeForwardArgs& a, std::vector<uint16_t>* out, std::vector<uint16_t>* act) {
+    ASSERT_TRUE(p.out.poison(0xFF) && p.ws.poison(0xFF));
+    const Status st = p.layer.run(a, p.ws.get(), p.ws.bytes(), nullptr);
+    ASSERT_TRUE(st.is_ok()) << st.to_string();
+    ASSERT_EQ(cudaGetLastError(), cudaSuccess);
+    ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+    *out = p.out.download<uint16_t>(static_cast<size_t>(p.c.T * p.c.H));
+    const testing::MoeWorkspaceView v = testing::workspace_view(p.layer, p.ws.get(), p.c.T);
+    int32_t rows = 0;  // the routed rows (skipped pairs have none)
+    ASSERT_EQ(cudaMemcpy(&rows, v.expert_offsets + p.c.E, 4, cudaMemcpyDeviceToHost), cudaSuccess);
+    act->resize(static_cast<size_t>(rows * p.c.I));
+    ASSERT_EQ(cudaMemcpy(act->data(), v.act, act->size() * 2, cudaMemcpyDeviceToHost), cudaSuccess);
+  };
+  for (const Shape& sh : shapes)
+    for (const Run& r : sh.E == 256 ? runs5 : runs3) {
+      Case c{r.T, sh.E, sh.H, 256, 8, r.routing};
+      c.direct_decode = false;  // (few experts: a step of 3 tokens could take the direct path)
+      SCOPED_TRACE(c.name());
+      const uint64_t seed = devdata::fresh_seed() % 1000003;
+      Problem p;
+      p.setup(c, seed);
+      if (HasFatalFailure()) return;
+      const MoeRunPlan plan = plan_of(p.layer, r.T);
+      ASSERT_TRUE(plan.cluster_decode) << plan.to_string();
+      ASSERT_EQ(plan.cluster_blocks, 8) << plan.to_string();
+      std::printf("cluster decode, %s: %s\n", c.name().c_str(), plan.to_string().c_str());
+      ASSERT_EQ(plan.gate_up_k_splits, 2) << plan.to_string();
+      p.run_poisoned();
+      if (HasFatalFailure()) return;
+      testing::check_against_reference(p);
+      if (HasFatalFailure()) return;
+      testing::expect_reruns_bit_identical(p);
+      if (HasFatalFailure()) return;
+      std::vector<uint16_t> out_c, act_c, out_t, act_t;
+      run_download(p, p.args(), &out_c, &act_c);
+      if (HasFatalFailure()) return;
+      const StatusCode check_c = p.layer.check(p.ws.get(), nullptr).code();
+      Case off = c;
+      off.cluster_decode = false;
+      Problem q;
+      q.setup(off, seed);  // (the same weights and inputs)
+      if (HasFatalFailure()) return;
+      MoeForwardArgs tiled = q.args();
+      tiled.block_m = 8;
+      tiled.gate_up_k_splits = 2;
+      tiled.down_k_splits = 1;
+      MoeRunPlan tp;
+      ASSERT_TRUE(q.layer.plan(tiled, &tp).is_ok());
+      ASSERT_FALSE(tp.cluster_decode) << tp.to_string();
+      ASSERT_EQ(tp.gate_up.block_k, 256) << tp.to_string();
+      ASSERT_EQ(tp.gate_up_k_splits, 2) << tp.to_string();
+      run_download(q, tiled, &out_t, &act_t);
+      if (HasFatalFailure()) return;
+      EXPECT_EQ(act_c, act_t) << "SwiGLU rows differ from the tiled kernels'";
+      EXPECT_EQ(out_c, out_t) << "outputs differ from the tiled kernels'";
+      EXPECT_EQ(check_c, q.layer.check(q.ws.get(), nullptr).code());
+      // The same plan run phase by phase (the testing hooks; the bench's per-phase times): its config's tiled
+      // kernels, against the reference.
+      ASSERT_TRUE(p.out.poison(0xFF) && p.ws.poison(0xFF));
+      ASSERT_TRUE(testing::run_phases(p.layer, p.args(), p.ws.get(), p.ws.bytes(), nullptr,
+                                      testing::kPhaseRouting | testing::kPhaseGateUp).is_ok());
+      ASSERT_EQ(cudaGetLastError(), cudaSuccess);
+      ASSERT_TRUE(testing::run_phases(p.layer, p.args(), p.ws.get(), p.ws.bytes(), nullptr, testing::kPhaseDown).is_ok());
+      ASSERT_EQ(cudaGetLastError(), cudaSuccess);
+      ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+      SCOPED_TRACE("phase by phase");
+      testing::check_against_reference(p);
+      if (HasFatalFailure()) return;
+    }
+  // Not planned: other forced K splits, more pairs than clusters resident at once, another I, the atomic finalize.
+  Case base{3, 64, 2048, 256, 8};
+  base.direct_decode = false;
+  Problem p;
+  p.setup(base, devdata::fresh_seed() % 1000003);
+  if (HasFatalFailure()) return;
+  MoeForwardArgs a;
+  a.num_tokens = 3;
+  a.gate_up_k_splits = 4;
+  MoeRunPlan forced;
+  ASSERT_TRUE(p.layer.plan(a, &forced).is_ok());
+  EXPECT_FALSE(forced.cluster_decode) << forced.to_string();
+  EXPECT_FALSE(plan_of(p.layer, 8).cluster_decode);  // 64 clusters of 8: more than are resident at once
+  for (Case other : {Case{3, 64, 2048, 512, 8}, Case{3, 64, 2048, 256, 8, Routing::kUniform, 0, FinalizeMode::kAtomic}}) {
+    other.direct_decode = false;
+    Problem o;
+    o.setup(other, devdata::fresh_seed() % 1000003);
+    if (HasFatalFailure()) return;
+    EXPECT_FALSE(plan_of(o.layer, 3).cluster_decode) << other.name();
+  }
+}
+
 // The sm_120 configs (RTX 5090 / RTX PRO 6000: 101,376 B layouts, mma.sync, one block per SM) run on the H200 in
 // the GPU test build (FP4MOE_SM120_ON_SM90): every block size, the TP8 and EP8 shards of GLM-5 scaled down, the
 // small-K tiles, both finalize modes, fused routing; against the reference, outputs poisoned first.
@@ -351,7 +472,8 @@ TEST(MoeShards, GateUpSplitKMatchesTheReferenceAndIsDeterministic) {
   }
   int heuristic_split = 0;
   for (Case c : cases) {
-    c.direct_decode = false;  // (the split-K tiled kernels, not the direct path that takes the small steps)
+    c.direct_decode = false;  // (the split-K tiled kernels, not the direct path that takes the small steps,
+    c.cluster_decode = false;  //  nor the cluster decode kernel that takes TP8-like steps of 3 and 4 tokens)
     SCOPED_TRACE(c.name());
     testing::Problem p;
     p.setup(c, devdata::fresh_seed() % 1000003);

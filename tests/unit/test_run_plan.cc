@@ -23,17 +23,22 @@ std::vector<ResidentConfig> resident_on(int cc, int sms, bool warp_specialized =
     if (!catalogue::tile_on(i, cc)) continue;
     const catalogue::ShippedConfig c = catalogue::config_on(i, cc);
     if (!warp_specialized && c.tile.family == KernelFamily::kWarpSpecialized) continue;
-    v.push_back(ResidentConfig{c, c.blocks_per_sm * sms});
+    // (clusters of 8 of the cluster decode kernel: what the H200 reports for the two 8-token configs, 30 and 45; a
+    // cluster stays inside a GPC)
+    const int clusters = c.tile.cluster_decode && cc == 90 ? (c.blocks_per_sm == 2 ? 30 : 45) * sms / 132 : 0;
+    v.push_back(ResidentConfig{c, c.blocks_per_sm * sms, clusters});
   }
   return v;
 }
 
-// The tiled path's decisions (direct decode off; RunPlan.DirectDecode* test it).
+// The tiled path's decisions (direct decode and the cluster decode kernel off; RunPlan.DirectDecode* and
+// RunPlan.ClusterDecode* test them).
 struct Fixture {
   MoeShape shape{256, 6144, 2048, 8};  // GLM-5
   MoeLayerOptions options = [] {
     MoeLayerOptions o;
     o.direct_decode = false;
+    o.cluster_decode = false;
     return o;
   }();
   std::vector<ResidentConfig> configs;
@@ -375,6 +380,70 @@ TEST(RunPlan, GateUpSplitsFillTheBlocksOfShardDecodeSteps) {
   f.shape = MoeShape{256, 6144, 2048, 8};
   EXPECT_EQ(max_split_buffers(f.ctx(), 64, 0, 0).gate_up_floats, 0) << "the unsharded layer never splits gate_up";
 
+}
+
+// The cluster decode kernel: a TP shard's step past the direct path with I = 256 takes it on the first 8-token config
+// that keeps a cluster of 8 blocks per pair resident (30 on the deep config, 45 on the 3-block one), the 3-block one
+// only where the tiled plan leaves gate_up's K whole: GLM-5's TP8 at T = 3 (deep) and 5 (3-block), not 4 (the tiled
+// plan splits gate_up, and 32 clusters are more than the deep config's 30) nor 6 (48 clusters); one cluster per possible
+// chunk; both GEMM plans that config, gate_up's K in its two halves. Not: more pairs, other forced gate_up splits or
+// another block_m, I != 256, the atomic or bf16 finalize, sm_120, the option off.
+TEST(RunPlan, ClusterDecodeTakesTensorParallelDecodeSteps) {
+  Fixture f = h200();
+  f.options.cluster_decode = true;
+  f.options.direct_decode = true;
+  f.shape = MoeShape{256, 6144, 256, 8};  // GLM-5 TP8
+  for (int64_t T = 1; T <= 2; ++T) {
+    EXPECT_TRUE(f.plan(T).direct_decode);
+    EXPECT_FALSE(f.plan(T).cluster_decode);
+  }
+  for (int64_t T : {3, 5}) {
+    const MoeRunPlan p = f.plan(T);
+    SCOPED_TRACE(p.to_string());
+    EXPECT_TRUE(p.cluster_decode);
+    EXPECT_EQ(p.cluster_blocks, 8);
+    EXPECT_EQ(p.clusters, T * 8);
+    EXPECT_EQ(p.block_m, 8);
+    EXPECT_EQ(p.gate_up.to_string(), p.down.to_string());
+    EXPECT_EQ(p.gate_up.stages, catalogue::config_on(T == 3 ? 0 : 1, 90).stages);
+    EXPECT_EQ(p.gate_up_k_splits, 2);
+    EXPECT_EQ(p.down_k_splits, 1);
+    EXPECT_NE(p.to_string().find("gate_up and down in one kernel: "), std::string::npos);
+  }
+  EXPECT_FALSE(f.plan(4).cluster_decode) << f.plan(4).to_string();
+  EXPECT_GT(f.plan(4).gate_up_k_splits, 1) << "the tiled plan's split";
+  EXPECT_FALSE(f.plan(6).cluster_decode) << "48 clusters of 8 blocks: more than the 45 resident";
+  EXPECT_TRUE(f.plan(3, 8, 1).cluster_decode) << "block_m 8 and one down split forced";
+  EXPECT_FALSE(f.plan(3, 16).cluster_decode);
+  MoeRunPlan q;
+  ASSERT_TRUE(make_run_plan(f.ctx(), 3, 0, 0, &q, nullptr, 2).is_ok());
+  EXPECT_TRUE(q.cluster_decode) << "gate_up K in its two halves forced";
+  ASSERT_TRUE(make_run_plan(f.ctx(), 5, 0, 0, &q, nullptr, 2).is_ok());
+  EXPECT_FALSE(q.cluster_decode) << "two splits forced at T=5: the tiled plan splits, so not the 3-block config";
+  ASSERT_TRUE(make_run_plan(f.ctx(), 3, 0, 0, &q, nullptr, 4).is_ok());
+  EXPECT_FALSE(q.cluster_decode) << "gate_up K in 4 splits forced";
+  f.shape = MoeShape{256, 7168, 256, 8};  // DeepSeek-V3 / Kimi K2 TP8: 56 N tiles of down, 7 a block
+  EXPECT_TRUE(f.plan(3).cluster_decode);
+  for (const MoeShape& s : {MoeShape{256, 6144, 2048, 8}, MoeShape{32, 6144, 2048, 8, 256, 0}, MoeShape{128, 4096, 192, 8},
+                            MoeShape{128, 4096, 512, 8}}) {
+    f.shape = s;
+    EXPECT_FALSE(f.plan(3).cluster_decode) << "I = " << s.intermediate;
+  }
+  f.shape = MoeShape{256, 6144, 256, 8};
+  for (FinalizeMode m : {FinalizeMode::kAtomic, FinalizeMode::kDeterministicBf16}) {
+    f.options.finalize = m;
+    EXPECT_FALSE(f.plan(3).cluster_decode) << finalize_mode_name(m);
+  }
+  f.options.finalize = FinalizeMode::kDeterministic;
+  f.options.cluster_decode = false;
+  EXPECT_FALSE(f.plan(3).cluster_decode);
+  Fixture rtx;
+  rtx.options.cluster_decode = true;
+  rtx.arch = 120;
+  rtx.configs = resident_on(120, 188);
+  rtx.sms = 188;
+  rtx.shape = MoeShape{256, 6144, 256, 8};
+  EXPECT_FALSE(rtx.plan(3).cluster_decode) << "sm_120";
 }
 
 // The direct decode path: taken for at most kMaxDirectDecodePairs pairs when the caller forces nothing, a down warp's

@@ -115,6 +115,7 @@ Status run_moe_bench(const MoeBenchOptions& o, MoeBenchDevice* dev, std::vector<
   const bool main_det = finalize_is_deterministic(o.finalize);
   if (!o.use_tuning_cache) base.tuning_cache = "none";
   base.warp_specialized = o.warp_specialized;
+  base.cluster_decode = o.cluster_decode;
   base.kernel_arch = o.kernel_arch;
   {
     DevBuf w13p, w13s, w2p, w2s, g13, g2;
