@@ -17,14 +17,15 @@
 namespace fp4moe::kernels {
 
 // A cluster has two blocks per N tile of gate_up (2 x 2I / kBlockN: 8 on a TP8 shard of a model with I = 2048), one per
-// half of its K = H, and cluster c takes the chunks c, c + clusters, ... of the routing (every block routes the call's
-// at most kBlockRoutingMaxPairs pairs into its own shared memory, as the fused-routing GEMM kernels do). For each chunk,
-// block (r, q) multiplies gate_up's N tile r over K half q; the q = 1 block stores its raw sums in L2, a cluster barrier
+// half of its K = H, and cluster c takes chunk c of the routing (every block routes the call's at most
+// kBlockRoutingMaxPairs pairs into its own shared memory, as the fused-routing GEMM kernels do); the host launches a
+// cluster per pair, as many as the call can have chunks, all resident at once, and the clusters past the call's
+// chunks exit at once. Block (r, q) multiplies gate_up's N tile r over K half q; the q = 1 block stores its raw sums in L2, a cluster barrier
 // hands them to the q = 0 block, which adds them after its own and stores the tile's SwiGLU columns; after a second
 // cluster barrier, which makes every block's SwiGLU stores visible to all, each block multiplies its 1 / csize of down's
 // N tiles for the chunk's rows, K = I in one stage each, and stores their router-weighted fp32 partials for the finalize
 // kernel. So down's weights stream on the same SMs right after gate_up's, with no grid-wide wait and no second launch
-// ramp between the two GEMMs. One cp.async ring runs across both GEMMs and across chunks: the first down stages' weights
+// ramp between the two GEMMs. One cp.async ring runs across both GEMMs: the first down stages' weights
 // are copied while gate_up's last stages are multiplied, their activations once the barrier has passed. Two blocks per
 // N tile because a block streams only about 15-20 GB/s (its warps' dequantization latency), so the decode steps that
 // fit a cluster per chunk need twice the blocks of gate_up's N tiles to keep the SMs busy (with one, docs/perf/history.md,
@@ -48,7 +49,7 @@ __device__ __forceinline__ void moe_cluster_decode_body(const MoeGemmParams& gu,
   const BlockRouting wr = block_routing(ex.routing, ex.num_global_experts, blockIdx.x == 0,
                                         reinterpret_cast<BlockRoutingTables*>(smem + L.routing_offset));
   const int rank = static_cast<int>(ptx::cluster_ctarank()), csize = static_cast<int>(ptx::cluster_nctarank());
-  const int cid = static_cast<int>(ptx::clusterid_x()), ncl = static_cast<int>(ptx::nclusterid_x());
+  const int chunk = static_cast<int>(ptx::clusterid_x());  // this cluster's chunk
   const int gu_tiles = gu.n / Cfg::kBlockN;
   const int r = rank % gu_tiles, q = rank / gu_tiles;  // gate_up N tile and K half
   // The host plans these shapes only (cluster_decode_plan): two blocks per gate_up N tile, down's K one stage, its N
@@ -58,29 +59,26 @@ __device__ __forceinline__ void moe_cluster_decode_body(const MoeGemmParams& gu,
     __trap();
   const int gu_steps = gu.k / kBK / 2;               // gate_up: one item of gu_steps stages (a K half) per chunk
   const int dn_items = dn.n / Cfg::kBlockN / csize;  // down: this block's N tiles, one stage each
-  const int chunk_steps = gu_steps + dn_items;
-  // The same for every block of the cluster: all of them pass the same number of cluster barriers.
-  const int my_chunks = cid < wr.num_chunks ? (wr.num_chunks - 1 - cid) / ncl + 1 : 0;
-  const int total_steps = my_chunks * chunk_steps;
+  const int total_steps = gu_steps + dn_items;
+  // The whole cluster leaves together (the same routing in every block), before any cluster barrier.
+  if (chunk >= wr.num_chunks) return;
 
-  // ---- producer: the next copy's chunk iteration and step in it; down's activations wait for their barrier ----
+  // ---- producer: the next copy's step; down's activations wait for the cluster's SwiGLU rows ------------------
   TileProducer<Cfg, Cfg::kThreads, true> pg(1, 1), pd(1, 1);
-  int p_iter = 0, p_step = 0;
-  int barriers = 0;  // chunk iterations whose SwiGLU rows the whole cluster has stored
-  int pending = 0;   // down stages of the current iteration copied without their activations (at most kAhead)
+  int p_step = 0;
+  bool rows_stored = false;  // the cluster has stored the chunk's SwiGLU rows (the second barrier has passed)
+  int pending = 0;           // down stages copied before that without their activations (at most kAhead)
   auto produce = [&](int slot) {
     uint8_t* base = smem + slot * L.stage_bytes;
-    const int chunk = cid + p_iter * ncl;
     if (p_step < gu_steps) {
       if (p_step == 0) pg.walk.chunk = chunk, pg.walk.nt = r, pg.walk.q = q;
       pg.produce(gu, wr, base, tid, gu_steps, true, true);
     } else {
-      const bool acts = p_iter < barriers;
       pd.walk.chunk = chunk, pd.walk.nt = rank * dn_items + (p_step - gu_steps), pd.walk.q = 0;
-      pd.produce(dn, wr, base, tid, 1, true, acts);
-      if (!acts) ++pending;
+      pd.produce(dn, wr, base, tid, 1, true, rows_stored);
+      if (!rows_stored) ++pending;
     }
-    if (++p_step == chunk_steps) p_step = 0, ++p_iter;
+    ++p_step;
   };
 
   float acc[Cfg::kNTiles8][4];
@@ -95,12 +93,10 @@ __device__ __forceinline__ void moe_cluster_decode_body(const MoeGemmParams& gu,
     ptx::cp_async_commit();
   }
 
-  int c_iter = 0, c_step = 0, cons_e = 0, cons_row0 = 0, cons_rows = 0;
+  const int cons_e = wr.expert(chunk), cons_row0 = wr.start(chunk), cons_rows = wr.rows(chunk);
   int slot = 0;
   LaneSlot<Cfg> cur(smem, warp, lane);
   for (int st = 0; st < total_steps; ++st) {
-    const int chunk = cid + c_iter * ncl;
-    if (c_step == 0) cons_e = wr.expert(chunk), cons_row0 = wr.start(chunk), cons_rows = wr.rows(chunk);
     ptx::cp_async_wait<kAhead - 1>();
     __syncthreads();  // step st has landed for every thread; the slot step st - 1 used is free again
     if (st + kAhead < total_steps) produce(slot == 0 ? kStages - 1 : slot - 1);
@@ -134,7 +130,7 @@ __device__ __forceinline__ void moe_cluster_decode_body(const MoeGemmParams& gu,
     cur.next();
     if (slot == 0) cur.wrap();
 
-    if (c_step == gu_steps - 1) {
+    if (st == gu_steps - 1) {
       // The K halves' sums, in K order (gate_up_split_fixup's: K range 0, then + K range 1): the q = 1 block's through
       // L2 (the split buffer of K range 1, as the split-K gate_up kernels store it), read after the barrier.
       const int g8 = lane >> 2, t4 = lane & 3;
@@ -167,7 +163,7 @@ __device__ __forceinline__ void moe_cluster_decode_body(const MoeGemmParams& gu,
       }
       clear();
       ptx::cluster_sync_release_acquire();  // the chunk's SwiGLU rows, all of I, stored by the cluster
-      ++barriers;
+      rows_stored = true;
       // The activations of the down stages already copied (steps st + 1 ...), into their slots; all landed before
       // the next step's barrier.
       for (int j = 0; j < pending; ++j) {
@@ -177,12 +173,11 @@ __device__ __forceinline__ void moe_cluster_decode_body(const MoeGemmParams& gu,
       pending = 0;
       ptx::cp_async_commit();
       ptx::cp_async_wait<0>();
-    } else if (c_step >= gu_steps) {
-      store_item<Cfg, MoeEpilogue::kFinalizeStore, true>(dn, wr, acc, rank * dn_items + (c_step - gu_steps), 0, cons_e,
+    } else if (st >= gu_steps) {
+      store_item<Cfg, MoeEpilogue::kFinalizeStore, true>(dn, wr, acc, rank * dn_items + (st - gu_steps), 0, cons_e,
                                                          cons_row0, cons_rows, warp, lane);
       clear();
     }
-    if (++c_step == chunk_steps) c_step = 0, ++c_iter;
   }
   ptx::cp_async_wait<0>();
 }

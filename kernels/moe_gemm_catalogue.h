@@ -26,7 +26,8 @@ struct ShippedTile {
   int skip_arch = 0;  // an arch this tile is not built or planned for (0: none; warp-specialized tiles: sm_90 only)
   // sm_90: also built as the cluster decode kernel (kernels/moe_cluster_decode_sm90.cuh: gate_up and down of a TP
   // shard's decode step in one launch, one cluster of blocks per expert chunk). The 8-token tile's two configs: the
-  // plan takes the first whose clusters are all resident at once.
+  // plan takes the first whose clusters are all resident at once, a later one only where the tiled plan would leave
+  // gate_up's K whole (cluster_decode_plan, src/moe/run_plan.h).
   bool cluster_decode = false;
   // A decode tile: also built as the kernels that route at most kMaxFusedRoutingPairs (64) pairs themselves -- the
   // multistage tiles whose layout has the routing tables (moe_gemm_routes_pairs; at most 16 tokens, whose activation

@@ -180,9 +180,9 @@ __device__ __forceinline__ uint32_t ld_global_u32(const void* p) {
   return v;
 }
 
-// Thread block clusters (sm_90+): this block's rank in its cluster, the cluster's blocks, the cluster's index in the
-// grid and the grid's clusters (PTX ISA "Special Registers": %cluster_ctarank, %cluster_nctarank, %clusterid,
-// %nclusterid, https://docs.nvidia.com/cuda/parallel-thread-execution/#special-registers-cluster-ctarank).
+// Thread block clusters (sm_90+): this block's rank in its cluster, the cluster's blocks and the cluster's index in
+// the grid (PTX ISA "Special Registers": %cluster_ctarank, %cluster_nctarank, %clusterid,
+// https://docs.nvidia.com/cuda/parallel-thread-execution/#special-registers-cluster-ctarank).
 __device__ __forceinline__ uint32_t cluster_ctarank() {
   uint32_t r;
   asm volatile("mov.u32 %0, %%cluster_ctarank;\n" : "=r"(r));
@@ -196,11 +196,6 @@ __device__ __forceinline__ uint32_t cluster_nctarank() {
 __device__ __forceinline__ uint32_t clusterid_x() {
   uint32_t r;
   asm volatile("mov.u32 %0, %%clusterid.x;\n" : "=r"(r));
-  return r;
-}
-__device__ __forceinline__ uint32_t nclusterid_x() {
-  uint32_t r;
-  asm volatile("mov.u32 %0, %%nclusterid.x;\n" : "=r"(r));
   return r;
 }
 // Every thread of every block of the cluster arrives, then waits for all of them (PTX ISA "barrier.cluster", sm_90:

@@ -114,7 +114,7 @@ struct MoeLayerOptions {
   bool direct_decode = true;
   // sm_90: a call that the 8-token decode tile's kernels would route themselves, past the direct path, with I equal to
   // that tile's K stage (256: a tensor-parallel shard such as GLM-5's TP8), the deterministic fp32 finalize, no other K
-  // splits forced, and few enough pairs that a cluster per pair is resident at once (TP8 on an H200: 3 and 4 tokens),
+  // splits forced, and few enough pairs that a cluster per pair is resident at once (TP8 on an H200: 3 and 5 tokens),
   // runs gate_up and down as one kernel of thread-block clusters: a cluster per expert chunk, two blocks per gate_up N
   // tile (its K halves), the SwiGLU rows handed over at a cluster barrier, then each block a share of down's N tiles;
   // the finalize kernel after it. Same sums as the tiled kernels of that tile with gate_up's K in two splits, so the

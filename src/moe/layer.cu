@@ -206,7 +206,7 @@ Status MoeLayer::init(const MoeShape& shape, const MoeLayerOptions& options, con
                                    ? 0
                                    : detail::cluster_decode_blocks(shape, set.config.tile.block_n,
                                                                    set.config.tile.block_k, set.config.stages);
-    if (cluster_blocks > 0 && !emulate) {
+    if (cluster_blocks > 0 && !emulate && options.cluster_decode) {
       cudaLaunchConfig_t cfg{};
       cfg.gridDim = dim3(static_cast<unsigned>(cluster_blocks));
       cfg.blockDim = dim3(static_cast<unsigned>(set.config.threads));
@@ -217,7 +217,11 @@ Status MoeLayer::init(const MoeShape& shape, const MoeLayerOptions& options, con
       attr.val.clusterDim.y = attr.val.clusterDim.z = 1;
       cfg.attrs = &attr;
       cfg.numAttrs = 1;
-      FP4MOE_CUDA_TRY(cudaOccupancyMaxActiveClusters(&clusters, reinterpret_cast<const void*>(set.cluster_decode), &cfg));
+      // A device or driver that cannot say (MIG, MPS, no cluster support) gets none: the tiled kernels, not a failed init.
+      if (cudaOccupancyMaxActiveClusters(&clusters, reinterpret_cast<const void*>(set.cluster_decode), &cfg) != cudaSuccess) {
+        clusters = 0;
+        (void)cudaGetLastError();  // (the query's error is not sticky; clear it for the caller's next check)
+      }
     }
     impl->sets.push_back(&set);
     impl->resident.push_back(detail::ResidentConfig{set.config, occ * impl->sms, clusters});

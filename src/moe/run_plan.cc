@@ -46,7 +46,8 @@ std::string MoeRunPlan::to_string() const {
   if (cluster_decode)
     s += "; gate_up and down in one kernel: " + std::to_string(clusters) + " clusters of " +
          std::to_string(cluster_blocks) + " blocks, of " + std::to_string(clusters_resident) +
-         " resident at once (a cluster per expert chunk: two blocks per gate_up N tile, a K half each, "
+         " resident at once (a cluster per pair, as many as the call can have expert chunks; each takes one, two blocks "
+         "per gate_up N tile, a K half each, "
          "then 1/" + std::to_string(cluster_blocks) + " of down's N tiles each)";
   if (!source.empty()) s += " (" + source + ")";
   return s;
@@ -391,7 +392,7 @@ Status make_run_plan(const PlanContext& c, int64_t num_tokens, int block_m, int 
     p.gate_up_k_splits = 1;
     p.fused_routing = true;
   }
-  if (!p.direct_decode && o.cluster_decode && down_k_splits <= 1 &&
+  if (!p.direct_decode && o.cluster_decode && down_k_splits <= 1 && p.down_k_splits == 1 &&
       (gate_up_k_splits == 0 || gate_up_k_splits == kClusterDecodeKHalves)) {
     ClusterDecodeShape cd;
     if (cluster_decode_plan(c, num_tokens, p.block_m, p.fused_routing, p.gate_up_k_splits, &cd)) {
@@ -400,6 +401,7 @@ Status make_run_plan(const PlanContext& c, int64_t num_tokens, int block_m, int 
       p.cluster_blocks = cd.cluster_blocks;
       p.clusters_resident = cd.resident;
       p.gate_up = p.down = gemm_plan((*c.configs)[static_cast<size_t>(cd.config)]);
+      p.gate_up.grid = p.down.grid = cd.clusters * cd.cluster_blocks;  // (the launch, not the config's persistent grid)
       p.down_k_splits = 1;
       p.gate_up_k_splits = kClusterDecodeKHalves;
       ch.gate_up = ch.down = cd.config;

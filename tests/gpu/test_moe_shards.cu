@@ -263,7 +263,8 @@ TEST(MoeShards, SmallKTilesMatchTheReferenceAtEveryBlockSize) {
 // the copies run ahead of the deep config, and each K half of gate_up just that lead) down N tiles per block; steps of
 // 3 tokens (the 8-token tile's deep config on the H200) and, on 256 experts, of 5 (its 3-block config, whose clusters
 // of 8 blocks are resident 45 at a time against the deep one's 30, where the tiled plan would not split gate_up);
-// uniform, skewed (experts of more than 8 rows: several chunks), one-expert and bad-id routing. Each against the fp64
+// uniform, skewed, one-expert and bad-id routing (one chunk per expert: ids are distinct per token, so at most T rows), top-8
+// and top-4. Each against the fp64
 // reference with output and workspace poisoned, a bit-identical rerun and graph replays, bit for bit against the
 // tiled kernels of the same tile (the option off, gate_up's K in the same two splits: output and SwiGLU rows), and
 // the same plan run phase by phase.
@@ -277,9 +278,9 @@ TEST(MoeShards, ClusterDecodeMatchesTheReferenceAndTheTiledKernels) {
   ASSERT_EQ(cudaDeviceGetAttribute(&cc_major, cudaDevAttrComputeCapabilityMajor, 0), cudaSuccess);
   if (cc_major != 9) GTEST_SKIP() << "the cluster decode kernel is planned on sm_90 only";
   struct Shape {
-    int64_t E, H;
+    int64_t E, H, k;
   };
-  const Shape shapes[] = {{64, 2048}, {16, 6144}, {32, 4096}, {8, 8192}, {256, 2048}};
+  const Shape shapes[] = {{64, 2048, 8}, {16, 6144, 8}, {32, 4096, 8}, {8, 8192, 8}, {256, 2048, 8}, {64, 4096, 4}};
   struct Run {
     int64_t T;
     Routing routing;
@@ -287,6 +288,7 @@ TEST(MoeShards, ClusterDecodeMatchesTheReferenceAndTheTiledKernels) {
   const std::vector<Run> runs3 = {{3, Routing::kUniform}, {3, Routing::kSkewed}, {3, Routing::kOneExpert},
                                   {3, Routing::kWithBadIds}};
   const std::vector<Run> runs5 = {{5, Routing::kUniform}, {5, Routing::kOneExpert}, {5, Routing::kWithBadIds}};
+  const std::vector<Run> runs_top4 = {{5, Routing::kUniform}, {7, Routing::kSkewed}};  // 20 and 28 pairs: the deep config
   auto run_download = [](Problem& p, const MoeForwardArgs& a, std::vector<uint16_t>* out, std::vector<uint16_t>* act) {
     ASSERT_TRUE(p.out.poison(0xFF) && p.ws.poison(0xFF));
     const Status st = p.layer.run(a, p.ws.get(), p.ws.bytes(), nullptr);
@@ -301,8 +303,8 @@ TEST(MoeShards, ClusterDecodeMatchesTheReferenceAndTheTiledKernels) {
     ASSERT_EQ(cudaMemcpy(act->data(), v.act, act->size() * 2, cudaMemcpyDeviceToHost), cudaSuccess);
   };
   for (const Shape& sh : shapes)
-    for (const Run& r : sh.E == 256 ? runs5 : runs3) {
-      Case c{r.T, sh.E, sh.H, 256, 8, r.routing};
+    for (const Run& r : sh.k == 4 ? runs_top4 : sh.E == 256 ? runs5 : runs3) {
+      Case c{r.T, sh.E, sh.H, 256, sh.k, r.routing};
       c.direct_decode = false;  // (few experts: a step of 3 tokens could take the direct path)
       SCOPED_TRACE(c.name());
       const uint64_t seed = devdata::fresh_seed() % 1000003;
@@ -369,6 +371,7 @@ TEST(MoeShards, ClusterDecodeMatchesTheReferenceAndTheTiledKernels) {
   ASSERT_TRUE(p.layer.plan(a, &forced).is_ok());
   EXPECT_FALSE(forced.cluster_decode) << forced.to_string();
   EXPECT_FALSE(plan_of(p.layer, 8).cluster_decode);  // 64 clusters of 8: more than are resident at once
+  EXPECT_FALSE(plan_of(p.layer, 4).cluster_decode);  // the tiled plan splits gate_up; 32 clusters: more than the deep config's
   for (Case other : {Case{3, 64, 2048, 512, 8}, Case{3, 64, 2048, 256, 8, Routing::kUniform, 0, FinalizeMode::kAtomic}}) {
     other.direct_decode = false;
     Problem o;

@@ -424,6 +424,11 @@ TEST(RunPlan, ClusterDecodeTakesTensorParallelDecodeSteps) {
   EXPECT_FALSE(q.cluster_decode) << "gate_up K in 4 splits forced";
   f.shape = MoeShape{256, 7168, 256, 8};  // DeepSeek-V3 / Kimi K2 TP8: 56 N tiles of down, 7 a block
   EXPECT_TRUE(f.plan(3).cluster_decode);
+  f.shape = MoeShape{32, 6144, 256, 8, 256, 64};  // an EP rank of a TP8-like I: ids over 256 experts
+  f.options.direct_decode = false;                 // (its few local experts would take the direct path)
+  EXPECT_TRUE(f.plan(3).cluster_decode) << f.plan(3).to_string();
+  EXPECT_EQ(f.plan(3).gate_up.grid, 24 * 8) << "the plan prints the launch's blocks";
+  f.options.direct_decode = true;
   for (const MoeShape& s : {MoeShape{256, 6144, 2048, 8}, MoeShape{32, 6144, 2048, 8, 256, 0}, MoeShape{128, 4096, 192, 8},
                             MoeShape{128, 4096, 512, 8}}) {
     f.shape = s;
