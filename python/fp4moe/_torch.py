@@ -63,7 +63,8 @@ class MoE(torch.nn.Module):
                       gate_up_order: str = "gate_first", expert_range: Optional[Tuple[int, int]] = None,
                       num_global_experts: Optional[int] = None, deterministic: bool = True, max_tokens: int = 8192,
                       device: Any = None, w13_scale_2_mismatch: str = "error", tuning_cache: str = "",
-                      kernel_arch: int = 0, bf16_partials: bool = False, direct_decode: bool = True) -> "MoE":
+                      kernel_arch: int = 0, bf16_partials: bool = False, direct_decode: bool = True,
+                      cluster_decode: bool = True) -> "MoE":
         """A layer from ModelOpt NVFP4 tensors: w13 uint8 [E, 2I, H/2] (gate and up stacked in `gate_up_order`:
         "gate_first" as vLLM, "up_first" as FlashInfer / TensorRT-LLM), w13_scale float8_e4m3fn [E, 2I, H/16],
         w13_scale_2 fp32 [E] or [E, 2] (weight_scale_2, the dequantization multipliers), w2 uint8 [E, H, I/2],
@@ -77,7 +78,10 @@ class MoE(torch.nn.Module):
         ``bf16_partials`` (deterministic only): each expert's output row is rounded to bf16 before the fixed-order
         fp32 sum, as vLLM's fused MoE keeps them: half the bytes of that phase, one more rounding per term.
         ``direct_decode``: steps of one or two tokens on a shard run two kernels with the finalize folded in (the
-        layer's plan decides where; ``False``: the tiled kernels at every step).
+        layer's plan decides where; ``False``: the tiled kernels at every step). ``cluster_decode`` (sm_90): a TP
+        shard's steps just past those (I = 256: TP8 of the I = 2048 models, 3 and 5 tokens on an H200) run gate_up
+        and down as one kernel of thread-block clusters, bit for bit the tiled kernels' sums (``False``: the tiled
+        kernels).
         """
         if bf16_partials and not deterministic:
             raise ValueError("bf16_partials applies to the deterministic finalize (deterministic=True)")
@@ -129,8 +133,8 @@ class MoE(torch.nn.Module):
             stream = _stream(dev)
             shape = (ctypes.c_int64 * 6)(local, H, I, top_k, G, first)
             mode = (2 if bf16_partials else 0) if deterministic else 1  # fp4moe::FinalizeMode
-            opts = (ctypes.c_int32 * 9)(1 if gate_up_order == "up_first" else 0, 1, mode, 0, 1, 1, 1, kernel_arch,
-                                        1 if direct_decode else 0)
+            opts = (ctypes.c_int32 * 10)(1 if gate_up_order == "up_first" else 0, 1, mode, 0, 1, 1, 1, kernel_arch,
+                                         1 if direct_decode else 0, 1 if cluster_decode else 0)
             p13 = (ctypes.c_void_p * 3)(*(t.data_ptr() for t in ts[:3]))
             p2 = (ctypes.c_void_p * 3)(*(t.data_ptr() for t in ts[3:]))
             layer = ctypes.c_void_p()
