@@ -135,30 +135,20 @@ __device__ __forceinline__ void moe_cluster_decode_body(const MoeGemmParams& gu,
       // L2 (the split buffer of K range 1, as the split-K gate_up kernels store it), read after the barrier.
       const int g8 = lane >> 2, t4 = lane & 3;
       float* const half1 = gu.partial_out + gu.split_stride + static_cast<int64_t>(r) * Cfg::kBlockN + warp * 16 + g8;
-      if (q == 1) {
+      // f(gate, up, the pair's two sums in K half 1's buffer) for each of this lane's accumulator pairs of the chunk
+      auto each_pair = [&](auto&& f) {
 #pragma unroll
         for (int j = 0; j < Cfg::kNTiles8; ++j)
 #pragma unroll
           for (int c = 0; c < 2; ++c) {
             const int m = j * 8 + t4 * 2 + c;
-            if (m >= cons_rows) continue;
-            float* d = half1 + static_cast<int64_t>(cons_row0 + m) * gu.n;
-            __stcg(d, acc[j][c]);
-            __stcg(d + 8, acc[j][2 + c]);
+            if (m < cons_rows) f(acc[j][c], acc[j][2 + c], half1 + static_cast<int64_t>(cons_row0 + m) * gu.n);
           }
-      }
+      };
+      if (q == 1) each_pair([](float gate, float up, float* d) { __stcg(d, gate), __stcg(d + 8, up); });
       ptx::cluster_sync_release_acquire();  // K half 1's sums, stored by the q = 1 blocks
       if (q == 0) {
-#pragma unroll
-        for (int j = 0; j < Cfg::kNTiles8; ++j)
-#pragma unroll
-          for (int c = 0; c < 2; ++c) {
-            const int m = j * 8 + t4 * 2 + c;
-            if (m >= cons_rows) continue;
-            const float* s = half1 + static_cast<int64_t>(cons_row0 + m) * gu.n;
-            acc[j][c] = acc[j][c] + __ldcg(s);
-            acc[j][2 + c] = acc[j][2 + c] + __ldcg(s + 8);
-          }
+        each_pair([](float& gate, float& up, const float* s) { gate = gate + __ldcg(s), up = up + __ldcg(s + 8); });
         store_item<Cfg, MoeEpilogue::kSwiGLU, true>(gu, wr, acc, r, 0, cons_e, cons_row0, cons_rows, warp, lane);
       }
       clear();

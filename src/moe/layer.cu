@@ -497,7 +497,7 @@ Status MoeLayer::Impl::run(const MoeForwardArgs& a, void* workspace, size_t work
   gu.gather_tokens = true;
   gu.act_out = reinterpret_cast<__nv_bfloat16*>(wsp + L.act);
   // K splits: the SwiGLU needs the whole sum, which the block finishing a tile's last K range adds up.
-  gu.k_splits = cluster ? gu_splits : gu_launch_splits;
+  gu.k_splits = gu_launch_splits;
   gu.partial_out = gu_split;
   gu.split_stride = a.num_tokens * s.top_k * 2 * s.intermediate;
   kernels::MoeGemmParams dn = g;  // down

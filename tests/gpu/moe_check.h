@@ -224,6 +224,22 @@ inline void graph_replays(Problem& p, const MoeForwardArgs& a, int replays, std:
                [&](int) { outs->push_back(p.out.download<uint16_t>(static_cast<size_t>(p.c.T * p.c.H))); });
 }
 
+// Runs p.layer with `a` on poisoned output and workspace and returns the output and the routed pairs' SwiGLU rows
+// (bf16 bits; skipped pairs have none).
+inline void run_and_download(Problem& p, const MoeForwardArgs& a, std::vector<uint16_t>* out, std::vector<uint16_t>* act) {
+  ASSERT_TRUE(p.out.poison(0xFF) && p.ws.poison(0xFF));
+  const Status st = p.layer.run(a, p.ws.get(), p.ws.bytes(), nullptr);
+  ASSERT_TRUE(st.is_ok()) << st.to_string();
+  ASSERT_EQ(cudaGetLastError(), cudaSuccess);
+  ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  *out = p.out.download<uint16_t>(static_cast<size_t>(p.c.T * p.c.H));
+  const MoeWorkspaceView v = workspace_view(p.layer, p.ws.get(), p.c.T);
+  int32_t rows = 0;
+  ASSERT_EQ(cudaMemcpy(&rows, v.expert_offsets + p.c.E, 4, cudaMemcpyDeviceToHost), cudaSuccess);
+  act->resize(static_cast<size_t>(rows * p.c.I));
+  ASSERT_EQ(cudaMemcpy(act->data(), v.act, act->size() * 2, cudaMemcpyDeviceToHost), cudaSuccess);
+}
+
 // A deterministic layer's output is a function of its inputs: the output p.out holds now (the caller's run) against
 // a rerun with output and workspace poisoned and two CUDA-graph replays of p.args(), bit for bit. *first (if
 // given) receives the output compared against.

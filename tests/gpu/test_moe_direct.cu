@@ -31,19 +31,6 @@ int64_t chunks_of(const Problem& p) {
   return chunks;
 }
 
-// Runs the problem's layer with `a` on poisoned buffers and returns the output and the SwiGLU rows (bf16 bits).
-void run_and_download(Problem& p, const MoeForwardArgs& a, std::vector<uint16_t>* out, std::vector<uint16_t>* act) {
-  ASSERT_TRUE(p.out.poison(0xFF) && p.ws.poison(0xFF));
-  const Status st = p.layer.run(a, p.ws.get(), p.ws.bytes(), nullptr);
-  ASSERT_TRUE(st.is_ok()) << st.to_string();
-  ASSERT_EQ(cudaGetLastError(), cudaSuccess);
-  ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
-  *out = p.out.download<uint16_t>(static_cast<size_t>(p.c.T * p.c.H));
-  const testing::MoeWorkspaceView v = testing::workspace_view(p.layer, p.ws.get(), p.c.T);
-  act->resize(static_cast<size_t>(p.c.T * p.c.k * p.c.I));
-  ASSERT_EQ(cudaMemcpy(act->data(), v.act, act->size() * 2, cudaMemcpyDeviceToHost), cudaSuccess);
-}
-
 // Every case runs the direct path (asserted from its plan) and matches the reference element by element: the TP8
 // shard's decode steps (one chunk per warp; several chunks per warp at 32 pairs with a short down K), few chunks
 // (the warps split down's K), a wide I (down in two weight batches per warp), an H whose K groups do not divide by the 8 warps, top-1
@@ -152,10 +139,10 @@ TEST(MoeDirect, BitIdenticalToTheTiledKernelsInTheSameOrder) {
           ASSERT_TRUE(p.weights.upload(p.in.weights));
         }
         std::vector<uint16_t> out_d, act_d, out_t, act_t;
-        run_and_download(p, direct, &out_d, &act_d);
+        testing::run_and_download(p, direct, &out_d, &act_d);
         if (HasFatalFailure()) return;
         const StatusCode check_d = p.layer.check(p.ws.get(), nullptr).code();
-        run_and_download(p, tiled, &out_t, &act_t);
+        testing::run_and_download(p, tiled, &out_t, &act_t);
         if (HasFatalFailure()) return;
         const StatusCode check_t = p.layer.check(p.ws.get(), nullptr).code();
         // The routed pairs' SwiGLU rows (every id is valid here; the skipped pair has no row, the last one)

@@ -289,19 +289,6 @@ TEST(MoeShards, ClusterDecodeMatchesTheReferenceAndTheTiledKernels) {
                                   {3, Routing::kWithBadIds}};
   const std::vector<Run> runs5 = {{5, Routing::kUniform}, {5, Routing::kOneExpert}, {5, Routing::kWithBadIds}};
   const std::vector<Run> runs_top4 = {{5, Routing::kUniform}, {7, Routing::kSkewed}};  // 20 and 28 pairs: the deep config
-  auto run_download = [](Problem& p, const MoeForwardArgs& a, std::vector<uint16_t>* out, std::vector<uint16_t>* act) {
-    ASSERT_TRUE(p.out.poison(0xFF) && p.ws.poison(0xFF));
-    const Status st = p.layer.run(a, p.ws.get(), p.ws.bytes(), nullptr);
-    ASSERT_TRUE(st.is_ok()) << st.to_string();
-    ASSERT_EQ(cudaGetLastError(), cudaSuccess);
-    ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
-    *out = p.out.download<uint16_t>(static_cast<size_t>(p.c.T * p.c.H));
-    const testing::MoeWorkspaceView v = testing::workspace_view(p.layer, p.ws.get(), p.c.T);
-    int32_t rows = 0;  // the routed rows (skipped pairs have none)
-    ASSERT_EQ(cudaMemcpy(&rows, v.expert_offsets + p.c.E, 4, cudaMemcpyDeviceToHost), cudaSuccess);
-    act->resize(static_cast<size_t>(rows * p.c.I));
-    ASSERT_EQ(cudaMemcpy(act->data(), v.act, act->size() * 2, cudaMemcpyDeviceToHost), cudaSuccess);
-  };
   for (const Shape& sh : shapes)
     for (const Run& r : sh.k == 4 ? runs_top4 : sh.E == 256 ? runs5 : runs3) {
       Case c{r.T, sh.E, sh.H, 256, sh.k, r.routing};
@@ -323,7 +310,7 @@ TEST(MoeShards, ClusterDecodeMatchesTheReferenceAndTheTiledKernels) {
       testing::expect_reruns_bit_identical(p);
       if (HasFatalFailure()) return;
       std::vector<uint16_t> out_c, act_c, out_t, act_t;
-      run_download(p, p.args(), &out_c, &act_c);
+      testing::run_and_download(p, p.args(), &out_c, &act_c);
       if (HasFatalFailure()) return;
       const StatusCode check_c = p.layer.check(p.ws.get(), nullptr).code();
       Case off = c;
@@ -340,7 +327,7 @@ TEST(MoeShards, ClusterDecodeMatchesTheReferenceAndTheTiledKernels) {
       ASSERT_FALSE(tp.cluster_decode) << tp.to_string();
       ASSERT_EQ(tp.gate_up.block_k, 256) << tp.to_string();
       ASSERT_EQ(tp.gate_up_k_splits, 2) << tp.to_string();
-      run_download(q, tiled, &out_t, &act_t);
+      testing::run_and_download(q, tiled, &out_t, &act_t);
       if (HasFatalFailure()) return;
       EXPECT_EQ(act_c, act_t) << "SwiGLU rows differ from the tiled kernels'";
       EXPECT_EQ(out_c, out_t) << "outputs differ from the tiled kernels'";
