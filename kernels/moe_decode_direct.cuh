@@ -1,5 +1,6 @@
 // The direct decode path: a step of at most 32 pairs in two kernels, gate_up with its K split over one block's
-// warps and down with the finalize folded in; no work list, no split fix-up, no partial sums in global memory.
+// warps and down with the finalize folded in; no work list, no split fix-up, no partial sums in global memory. And
+// down with the finalize folded in after the tiled gate_up (moe_direct_down_ring_kernel).
 // SPDX-License-Identifier: Apache-2.0
 //
 // Why: at T=1 on the TP8 shard the tiled path is three dependent kernels plus a memset for 21 MB of weights
@@ -77,6 +78,47 @@ __device__ __forceinline__ void init_warp_barriers(uint32_t bar, int count) {
     ptx::fence_mbarrier_init();
   }
   __syncwarp();
+}
+
+// Chunk cc's router-weighted terms of the block's 16 columns into terms[row * 16 + column], as the deterministic down
+// epilogue stores them (alpha x router weight, then rounded to bf16 where the partials are). Called by whole warps
+// (WarpRouting reads the weights by shuffles).
+template <class Routing>
+__device__ __forceinline__ void direct_store_terms(const DirectDecodeParams& p, const Routing& wr, int cc,
+                                                   const float (&acc)[4], float* terms) {
+  const int lane = threadIdx.x & 31, g8 = lane >> 2, t4 = lane & 3;
+  const int e = wr.expert(cc), row0 = wr.start(cc), rows = wr.rows(cc);
+  const float alpha = p.alpha2[e];
+#pragma unroll
+  for (int k = 0; k < 2; ++k) {
+    const int m = t4 * 2 + k;
+    const float w = wr.router_weight(row0 + min(m, rows - 1));  // (every lane: a shuffle)
+    if (m >= rows) continue;
+    const float scale = alpha * w;
+    float a = scale * acc[k], b = scale * acc[2 + k];
+    if (p.bf16_terms) {
+      a = __bfloat162float(__float2bfloat16_rn(a));
+      b = __bfloat162float(__float2bfloat16_rn(b));
+    }
+    terms[(row0 + m) * 16 + g8] = a;
+    terms[(row0 + m) * 16 + g8 + 8] = b;
+  }
+}
+
+// The finalize of the block's 16 columns, by the whole block once every term is in shared memory: each token's slots
+// in slot order (skipped pairs, row -1, add nothing), rounded once to bf16.
+__device__ __forceinline__ void direct_finalize_columns(const DirectDecodeParams& p, const float* terms,
+                                                        const int32_t* row_of_pair, int tile) {
+  const int T = p.num_tokens, k = p.top_k;
+  for (int i = threadIdx.x; i < T * 16; i += kDirectThreads) {
+    const int t = i >> 4, h = i & 15;
+    float s = 0.0f;
+    for (int slot = 0; slot < k; ++slot) {
+      const int r = row_of_pair[t * k + slot];
+      if (r >= 0) s += terms[r * 16 + h];
+    }
+    p.out[static_cast<int64_t>(t) * p.hidden_dim + tile * 16 + h] = __float2bfloat16_rn(s);
+  }
 }
 
 // Grid: p.gate_up_chunk_blocks x (2I / 16) tiles, blockIdx.x = y * (2I/16) + tile; block (y, tile) multiplies tile
@@ -271,26 +313,7 @@ __global__ void __launch_bounds__(kDirectThreads, kStageWeights ? kDirectDownMin
   __syncthreads();
 
   float* terms = reinterpret_cast<float*>(smem + L.terms_offset);
-  const int g8 = lane >> 2, t4 = lane & 3;
-  // Chunk cc's router-weighted terms of the block's 16 columns, as the deterministic down epilogue stores them.
-  auto store_terms = [&](int cc, const float (&acc)[4]) {
-    const int e = wr.expert(cc), row0 = wr.start(cc), rows = wr.rows(cc);
-    const float alpha = p.alpha2[e];
-#pragma unroll
-    for (int k = 0; k < 2; ++k) {
-      const int m = t4 * 2 + k;
-      const float w = wr.router_weight(row0 + min(m, rows - 1));  // (every lane: a shuffle)
-      if (m >= rows) continue;
-      const float scale = alpha * w;
-      float a = scale * acc[k], b = scale * acc[2 + k];
-      if (p.bf16_terms) {
-        a = __bfloat162float(__float2bfloat16_rn(a));
-        b = __bfloat162float(__float2bfloat16_rn(b));
-      }
-      terms[(row0 + m) * 16 + g8] = a;
-      terms[(row0 + m) * 16 + g8 + 8] = b;
-    }
-  };
+  auto store_terms = [&](int cc, const float (&acc)[4]) { direct_store_terms(p, wr, cc, acc, terms); };
   if (has_task) {
     for (;;) {
       const int row0 = wr.start(c), rows = wr.rows(c);
@@ -342,17 +365,88 @@ __global__ void __launch_bounds__(kDirectThreads, kStageWeights ? kDirectDownMin
     }
   }
   __syncthreads();
-  // The finalize: each token's slots in slot order (skipped pairs add nothing), rounded once to bf16.
-  const int T = p.num_tokens, k = p.top_k;
-  for (int i = threadIdx.x; i < T * 16; i += kDirectThreads) {
-    const int t = i >> 4, h = i & 15;
-    float s = 0.0f;
-    for (int slot = 0; slot < k; ++slot) {
-      const int r = row_of_pair[t * k + slot];
-      if (r >= 0) s += terms[r * 16 + h];
-    }
-    p.out[static_cast<int64_t>(t) * H + tile * 16 + h] = __float2bfloat16_rn(s);
+  direct_finalize_columns(p, terms, row_of_pair, tile);
+}
+
+// Down with the finalize folded in after the tiled gate_up kernels, for up to kBlockRoutingMaxPairs pairs (the plan
+// takes it for a TP shard's decode step of 3 or 4 tokens at top-8, past the direct path): the tiled down kernel, the partial sums in
+// global memory and the finalize kernel become one kernel whose blocks also start streaming their weights while
+// gate_up's last round drains. Grid: H / 16 blocks, block r computing columns [16 r, 16 r + 16) of the output for
+// every token, as the direct down kernel does; warp w takes chunks w, w + 8, ... of the block routing (chunks of
+// kDirectChunkRows rows, p.ex.routing.block_m: the SwiGLU rows are in the permuted order whatever gate_up's block_m)
+// and streams their K batches through its kDirectDownRing slots, one bulk copy of weights and one of scales a batch,
+// the next batch's copy issued as soon as a slot is free. Each chunk's sum runs in K order on one warp (the tiled
+// kernels' order), so the output is the tiled path's bit for bit where that runs down's K in one split. Launched as a
+// programmatic dependent of gate_up: the routing and the first batches do not depend on it; the SwiGLU rows are
+// read after griddepcontrol.wait.
+__global__ void __launch_bounds__(kDirectThreads, kDirectMinBlocks) moe_direct_down_ring_kernel(const DirectDecodeParams p) {
+  extern __shared__ __align__(16) uint8_t smem[];
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  const int H = p.hidden_dim, I = p.intermediate, tile = blockIdx.x;
+  const int pairs = p.ex.routing.num_pairs;
+  const DirectDownRingSmem L = direct_down_ring_smem(pairs, I);
+  constexpr int kB = kDirectDownBatch, kR = kDirectDownRing;
+  uint8_t* ws = smem + warp * L.w_warp_bytes;               // slot i's weights at i * kB * 512
+  uint8_t* ss = smem + L.s_offset + warp * L.s_warp_bytes;  // and scales at i * kB * 64
+  const uint32_t bar = ptx::smem_addr(smem + L.bar_offset + warp * kR * 8);  // slot i's mbarrier at bar + 8 i
+  init_warp_barriers(bar, kR);
+  const BlockRouting wr = block_routing(p.ex.routing, p.ex.num_global_experts, false,
+                                        reinterpret_cast<BlockRoutingTables*>(smem + L.tables_offset));
+  const int nc = wr.num_chunks, valid = wr.t->num_valid;
+  const int groups = I / pack::kGroupK, batches = (groups + kB - 1) / kB;  // a chunk's K groups and batches
+  // This warp's work: item j is batch j % batches of chunk warp + kDirectWarps * (j / batches), in slot j % kR.
+  const int items = warp < nc ? (nc - warp + kDirectWarps - 1) / kDirectWarps * batches : 0;
+  auto issue = [&](int j) {  // (lane 0)
+    const int cc = warp + kDirectWarps * (j / batches), b0 = (j % batches) * kB, slot = j % kR;
+    const int e = wr.expert(cc), ng = min(kB, groups - b0);
+    ptx::mbarrier_arrive_expect_tx(bar + 8 * slot,
+                                   static_cast<uint32_t>(ng * (pack::kWeightGroupBytes + pack::kScaleGroupBytes)));
+    ptx::cp_async_bulk_g2s(ws + slot * kB * pack::kWeightGroupBytes, p.w2 + pack::weight_group_offset(e, tile, b0, H, I),
+                           ng * pack::kWeightGroupBytes, bar + 8 * slot);
+    ptx::cp_async_bulk_g2s(ss + slot * kB * pack::kScaleGroupBytes, p.s2 + pack::scale_group_offset(e, tile, b0, H, I),
+                           ng * pack::kScaleGroupBytes, bar + 8 * slot);
+  };
+  if (lane == 0)
+    for (int j = 0; j < kR && j < items; ++j) issue(j);
+  int32_t* row_of_pair = reinterpret_cast<int32_t*>(smem + L.rows_offset);
+  for (int i = threadIdx.x; i < pairs; i += kDirectThreads) row_of_pair[i] = -1;
+  __syncthreads();
+  for (int r = threadIdx.x; r < valid; r += kDirectThreads) row_of_pair[wr.pair(r)] = r;
+  ptx::griddep_wait();  // gate_up's SwiGLU rows are complete and visible
+  // (No launch_dependents: the pass's last kernel, as the direct down kernel.)
+  const int row_chunks = I / 8;  // 16-byte pieces of a row
+  for (int i = threadIdx.x; i < valid * row_chunks; i += kDirectThreads) {
+    const int r = i / row_chunks, q = i % row_chunks;
+    *reinterpret_cast<uint4*>(smem + L.act_offset + r * L.row_stride + q * 16) =
+        __ldcg(reinterpret_cast<const uint4*>(p.act + static_cast<int64_t>(r) * I) + q);
   }
+  __syncthreads();
+  float* terms = reinterpret_cast<float*>(smem + L.terms_offset);
+  float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+  for (int j = 0; j < items; ++j) {
+    const int cc = warp + kDirectWarps * (j / batches), bi = j % batches, b0 = bi * kB, slot = j % kR;
+    const int ng = min(kB, groups - b0), row0 = wr.start(cc), rows = wr.rows(cc);
+    // Column m of the mma is the chunk's row m (rows past the chunk's read its last row; their sums are not stored).
+    const uint8_t* x_lane = smem + L.act_offset + (row0 + min(lane & 7, rows - 1)) * L.row_stride + (lane >> 3) * 16;
+    ptx::mbarrier_wait(bar + 8 * slot, static_cast<uint32_t>(j / kR) & 1u);
+#pragma unroll
+    for (int i = 0; i < kB; ++i)
+      if (i < ng)
+        direct_group_staged(acc, ws + slot * kB * pack::kWeightGroupBytes, ss + slot * kB * pack::kScaleGroupBytes, i,
+                            lane, x_lane + (b0 + i) * 128, p.ex.dequant_mul);
+    __syncwarp();  // every lane has read the slot
+    if (lane == 0 && j + kR < items) {
+      ptx::fence_proxy_async_shared();  // (those generic-proxy reads before the copy that overwrites them)
+      issue(j + kR);
+    }
+    if (bi == batches - 1) {
+      direct_store_terms(p, wr, cc, acc, terms);
+#pragma unroll
+      for (int q = 0; q < 4; ++q) acc[q] = 0.0f;
+    }
+  }
+  __syncthreads();
+  direct_finalize_columns(p, terms, row_of_pair, tile);
 }
 
 }  // namespace fp4moe::kernels

@@ -7,6 +7,7 @@
 
 #include <cstdint>
 
+#include "kernels/moe_routing_layout.h"
 #include "kernels/weight_pack.h"
 
 namespace fp4moe {
@@ -99,6 +100,38 @@ constexpr DirectDownSmem direct_down_smem(int64_t pairs, int64_t intermediate, b
   return s;
 }
 static_assert(kDirectDownBatch * pack::kWeightGroupBytes >= 32 * 4 * 4, "a down warp's weight slots hold its 32 lanes' four fp32 sums");
+
+// The ring down kernel (moe_direct_down_ring_kernel: down with the finalize folded in, after the tiled gate_up):
+// each warp streams its chunks' K batches through kDirectDownRing slots of kDirectDownBatch groups, so the next
+// batches are in flight while one is multiplied (the direct down kernel's warps have one batch each). Three slots:
+// 55,296 B for the 8 warps, which with 32 pairs' SwiGLU rows of I = 256 keeps three blocks on an H200 SM, so a TP8
+// shard's 384 blocks (H = 6144) are resident at once. The plan takes it for at most kDirectDownRingMaxPairs pairs:
+// above, the tiled down kernel's deeper per-block pipeline was faster than two slots a warp, the most that 64 pairs'
+// rows leave room for (docs/perf/shards.md).
+inline constexpr int kDirectDownRing = 3;
+inline constexpr int kDirectDownRingMaxPairs = 32;
+
+// Per warp kDirectDownRing slots (each kDirectDownBatch groups of weights, then their block scales), the block's
+// routing tables (block_routing), the call's SwiGLU rows (pairs x I bf16, odd 16-byte stride), each row's terms of
+// the block's 16 columns (fp32), the permuted row of each pair, and an mbarrier per slot.
+struct DirectDownRingSmem {
+  int64_t w_warp_bytes, s_offset, s_warp_bytes, tables_offset, act_offset, row_stride, terms_offset, rows_offset,
+      bar_offset, total;
+};
+constexpr DirectDownRingSmem direct_down_ring_smem(int64_t pairs, int64_t intermediate) {
+  DirectDownRingSmem s{};
+  s.w_warp_bytes = int64_t{kDirectDownRing} * kDirectDownBatch * pack::kWeightGroupBytes;
+  s.s_offset = kDirectWarps * s.w_warp_bytes;
+  s.s_warp_bytes = int64_t{kDirectDownRing} * kDirectDownBatch * pack::kScaleGroupBytes;
+  s.tables_offset = s.s_offset + kDirectWarps * s.s_warp_bytes;
+  s.act_offset = s.tables_offset + int64_t{sizeof(kernels::BlockRoutingTables)};
+  s.row_stride = intermediate * 2 + 16;
+  s.terms_offset = s.act_offset + pairs * s.row_stride;
+  s.rows_offset = s.terms_offset + pairs * 16 * 4;
+  s.bar_offset = s.rows_offset + (pairs * 4 + 15) / 16 * 16;
+  s.total = s.bar_offset + int64_t{kDirectWarps} * kDirectDownRing * 8;
+  return s;
+}
 
 // Registers per thread of the direct kernels: the layer reads them from its kernels at init (cudaFuncGetAttributes);
 // these defaults are the sm_90a build's (nvcc 13.0), for plans made without a GPU.

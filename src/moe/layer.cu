@@ -235,7 +235,8 @@ Status MoeLayer::init(const MoeShape& shape, const MoeLayerOptions& options, con
   for (const void* k : {reinterpret_cast<const void*>(kernels::moe_direct_gate_up_kernel<false>),
                         reinterpret_cast<const void*>(kernels::moe_direct_gate_up_kernel<true>),
                         reinterpret_cast<const void*>(kernels::moe_direct_down_kernel<false>),
-                        reinterpret_cast<const void*>(kernels::moe_direct_down_kernel<true>)})
+                        reinterpret_cast<const void*>(kernels::moe_direct_down_kernel<true>),
+                        reinterpret_cast<const void*>(kernels::moe_direct_down_ring_kernel)})
     FP4MOE_CUDA_TRY(cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(kDirectMaxSmem)));
   // The direct kernels' registers as built, for the plan's residency arithmetic (direct_down_stages_weights).
   {
@@ -520,6 +521,26 @@ Status MoeLayer::Impl::run(const MoeForwardArgs& a, void* workspace, size_t work
                            rp.gate_up.grid,
                            rp.gate_up.threads, rp.gate_up.smem_bytes, stream,
                            routing_kernel ? pdl_ok : first_pdl, gu, ex));
+  // Down and the finalize as one kernel after the tiled gate_up (kernels/moe_decode_direct.cuh): it routes the pairs
+  // itself, in chunks of the direct path's size, and reads the SwiGLU rows gate_up left in the workspace.
+  if ((phases & kPhaseDown) && rp.direct_down) {
+    kernels::DirectDecodeParams d{};
+    d.ex = ex;
+    d.ex.routing.block_m = kDirectChunkRows;
+    d.w2 = weights.w2;
+    d.s2 = weights.s2;
+    d.alpha2 = weights.alpha2;
+    d.act = reinterpret_cast<__nv_bfloat16*>(wsp + L.act);
+    d.out = static_cast<__nv_bfloat16*>(a.output);
+    d.num_tokens = static_cast<int32_t>(a.num_tokens);
+    d.hidden_dim = static_cast<int32_t>(s.hidden);
+    d.intermediate = static_cast<int32_t>(s.intermediate);
+    d.top_k = static_cast<int32_t>(s.top_k);
+    d.bf16_terms = bf16_partials;
+    FP4MOE_CUDA_TRY(launch(kernels::moe_direct_down_ring_kernel, rp.direct_down_blocks, kDirectThreads,
+                           rp.direct_down_smem_bytes, stream, pdl_ok && (phases & kPhaseGateUp), d));
+    return Status::ok();
+  }
   if (phases & kPhaseDown) {
     const detail::MoeKernelSet& k = ks_down;
     const auto store = fused_routing ? (bf16_partials ? k.down_store_bf16_fused : k.down_store_fused)

@@ -36,10 +36,11 @@ std::string MoeRunPlan::to_string() const {
   // (every field: sm_90's 8-token tile has two configs of one tile, which differ in stages and blocks only)
   const bool same = gate_up.to_string() == down.to_string();
   std::string s = "T=" + std::to_string(num_tokens) + " -> block_m " + std::to_string(block_m) + ", " +
-                  (same ? "both GEMMs " + gate_up.to_string()
-                        : "gate_up " + gate_up.to_string() + "; down " + down.to_string()) +
+                  (direct_down ? "gate_up " + gate_up.to_string()
+                   : same      ? "both GEMMs " + gate_up.to_string()
+                               : "gate_up " + gate_up.to_string() + "; down " + down.to_string()) +
                   (gate_up_k_splits > 1 ? "; gate_up K in " + std::to_string(gate_up_k_splits) + " splits" : std::string()) +
-                  "; down K in " + std::to_string(down_k_splits) + " split(s), " +
+                  (direct_down ? std::string(", ") : "; down K in " + std::to_string(down_k_splits) + " split(s), ") +
                   (fused_routing ? "routing inside the GEMMs, " : "routing kernel, ") +
                   finalize_mode_name(finalize) + " finalize" +
                   (programmatic_launch ? ", programmatic launch" : "");
@@ -49,6 +50,11 @@ std::string MoeRunPlan::to_string() const {
          " resident at once (a cluster per pair, as many as the call can have expert chunks; each takes one, two blocks "
          "per gate_up N tile, a K half each, "
          "then 1/" + std::to_string(cluster_blocks) + " of down's N tiles each)";
+  if (direct_down)
+    s += "; down and the finalize in one kernel: " + std::to_string(direct_down_blocks) + " blocks of 16 columns (" +
+         with_commas(direct_down_smem_bytes) + " B smem, " + std::to_string(kDirectThreads) +
+         " threads, mma.sync; routing inside, " + std::to_string(kDirectDownRing) +
+         " K batches in flight a warp, no partial sums)";
   if (!source.empty()) s += " (" + source + ")";
   return s;
 }
@@ -244,6 +250,9 @@ int64_t gate_up_split_floats(const MoeShape& s, int64_t num_tokens, int splits) 
 WorkspaceLayout call_workspace_layout(const MoeShape& s, FinalizeMode mode, const MoeRunPlan& p) {
   // (the tables and the SwiGLU rows only: no partial buffer, whatever the finalize mode)
   if (p.direct_decode) return workspace_layout(s, FinalizeMode::kDeterministic, p.num_tokens, 0);
+  if (p.direct_down)  // (gate_up's split buffers, no partial sums)
+    return workspace_layout(s, FinalizeMode::kDeterministic, p.num_tokens, 0,
+                            gate_up_split_floats(s, p.num_tokens, p.gate_up_k_splits));
   return workspace_layout(s, mode, p.num_tokens, p.num_tokens * s.top_k * p.down_k_splits,
                           gate_up_split_floats(s, p.num_tokens, p.gate_up_k_splits));
 }
@@ -292,6 +301,24 @@ bool direct_decode_plan(const PlanContext& c, int64_t num_tokens, MoeDirectPlan*
   if (out != nullptr)
     *out = MoeDirectPlan{static_cast<int>(gate_up_blocks), static_cast<int>(down_blocks), kDirectThreads,
                          static_cast<int>(chunk_blocks), gu_smem, dn_smem, stage};
+  return true;
+}
+
+bool direct_down_ring_plan(const PlanContext& c, int64_t num_tokens, int* blocks, int64_t* smem_bytes) {
+  const MoeShape& s = *c.shape;
+  const int64_t pairs = num_tokens * s.top_k;
+  if (pairs < 1 || pairs > kDirectDownRingMaxPairs || c.sms <= 0 || !finalize_is_deterministic(c.options->finalize))
+    return false;
+  const ArchInfo a = arch_info(c.arch);
+  const int64_t smem = direct_down_ring_smem(pairs, s.intermediate).total;
+  if (smem > kDirectMaxSmem || a.smem_per_sm <= 0) return false;
+  // Every block resident at once (the kernel's register bound is kDirectMinBlocks an SM): none waits for a slot
+  // that the blocks of the first wave free only when they end.
+  const int64_t per_sm = std::min<int64_t>(kDirectMinBlocks, a.smem_per_sm / (smem + a.reserved_smem_per_block));
+  const int64_t down_blocks = s.hidden / 16;
+  if (down_blocks > per_sm * c.sms) return false;
+  if (blocks != nullptr) *blocks = static_cast<int>(down_blocks);
+  if (smem_bytes != nullptr) *smem_bytes = smem;
   return true;
 }
 
@@ -406,6 +433,14 @@ Status make_run_plan(const PlanContext& c, int64_t num_tokens, int block_m, int 
       p.gate_up_k_splits = kClusterDecodeKHalves;
       ch.gate_up = ch.down = cd.config;
     }
+  }
+  // (gate_up's block_m and K splits stay as planned or forced: the kernel reads the SwiGLU rows in the permuted
+  // order any of them writes. A forced or tuned down K split keeps the tiled down kernel.)
+  if (!p.direct_decode && !p.cluster_decode && o.direct_decode && o.fuse_small_routing && down_k_splits == 0 &&
+      (tuned == nullptr || p.down_k_splits == 1) &&
+      direct_down_ring_plan(c, num_tokens, &p.direct_down_blocks, &p.direct_down_smem_bytes)) {
+    p.direct_down = true;
+    p.down_k_splits = 1;
   }
   *out = p;
   if (choice) *choice = ch;

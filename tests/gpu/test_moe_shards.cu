@@ -368,6 +368,102 @@ TEST(MoeShards, ClusterDecodeMatchesTheReferenceAndTheTiledKernels) {
   }
 }
 
+// Down and the finalize as one kernel after the tiled gate_up (MoeRunPlan::direct_down: a TP shard's decode step of up
+// to 32 pairs, I = 256): against the reference with output and workspace poisoned, a bit-identical rerun and graph
+// replays, bit for bit against the tiled kernels of the same plan with down's K in one split (the SwiGLU rows are
+// theirs: the same gate_up), and phase by phase. GLM-5's TP8 shard and smaller ones, top-8 and top-4, uniform,
+// skewed, one-expert and bad-id routing, both deterministic finalize modes, the cluster kernel off at T = 3, and I = 192
+// and 512 (a chunk's K less than one batch of 4 groups, and two batches).
+TEST(MoeShards, DirectDownRingMatchesTheReferenceAndTheTiledKernels) {
+  FP4MOE_SKIP_WITHOUT_GPU();
+  using testing::Case;
+  using testing::plan_of;
+  using testing::Problem;
+  using testing::Routing;
+  std::vector<Case> cases = {
+      {4, 256, 6144, 256, 8},
+      {4, 256, 6144, 256, 8, Routing::kSkewed},
+      {4, 256, 6144, 256, 8, Routing::kWithBadIds},
+      {3, 64, 2048, 256, 8, Routing::kOneExpert},
+      {3, 256, 6144, 256, 8},
+      {4, 32, 4096, 256, 8, Routing::kSkewed, 16},  // block_m 16 forced: gate_up's warp-specialized tile
+      {8, 64, 4096, 256, 4, Routing::kUniform},
+      {7, 64, 4096, 256, 4, Routing::kSkewed},
+      {4, 256, 6144, 256, 8, Routing::kUniform, 0, FinalizeMode::kDeterministicBf16},
+      {4, 128, 4096, 192, 8},  // Qwen3-235B-A22B's TP8: a chunk's K is 3 groups, less than a batch
+      {4, 64, 2048, 512, 8},   // two batches a chunk (two blocks an SM: 128 blocks)
+  };
+  for (Case c : cases) {
+    c.cluster_decode = false;  // (it takes T = 3, and top-4 steps of up to 45 pairs where gate_up is not split)
+    SCOPED_TRACE(c.name());
+    const uint64_t seed = devdata::fresh_seed() % 1000003;
+    Problem p;
+    p.setup(c, seed);
+    if (HasFatalFailure()) return;
+    const MoeRunPlan plan = plan_of(p.layer, c.T, c.block_m);
+    std::printf("direct down, %s: %s\n", c.name().c_str(), plan.to_string().c_str());
+    ASSERT_TRUE(plan.direct_down) << plan.to_string();
+    p.run_poisoned();
+    if (HasFatalFailure()) return;
+    testing::check_against_reference(p);
+    if (HasFatalFailure()) return;
+    testing::expect_reruns_bit_identical(p);
+    if (HasFatalFailure()) return;
+    std::vector<uint16_t> out_d, act_d, out_t, act_t;
+    testing::run_and_download(p, p.args(), &out_d, &act_d);
+    if (HasFatalFailure()) return;
+    const StatusCode check_d = p.layer.check(p.ws.get(), nullptr).code();
+    Case off = c;
+    off.direct_decode = false;
+    Problem q;
+    q.setup(off, seed);  // (the same weights and inputs)
+    if (HasFatalFailure()) return;
+    MoeForwardArgs tiled = q.args();
+    tiled.block_m = plan.block_m;
+    tiled.gate_up_k_splits = plan.gate_up_k_splits;
+    tiled.down_k_splits = 1;
+    MoeRunPlan tp;
+    ASSERT_TRUE(q.layer.plan(tiled, &tp).is_ok());
+    ASSERT_FALSE(tp.direct_down) << tp.to_string();
+    ASSERT_EQ(tp.gate_up.to_string(), plan.gate_up.to_string()) << tp.to_string();
+    testing::run_and_download(q, tiled, &out_t, &act_t);
+    if (HasFatalFailure()) return;
+    EXPECT_EQ(act_d, act_t) << "SwiGLU rows differ from the tiled kernels'";
+    EXPECT_EQ(out_d, out_t) << "outputs differ from the tiled kernels'";
+    EXPECT_EQ(check_d, q.layer.check(q.ws.get(), nullptr).code());
+    // Phase by phase (the testing hooks; the bench's per-phase times): the ring kernel run alone after gate_up.
+    ASSERT_TRUE(p.out.poison(0xFF) && p.ws.poison(0xFF));
+    ASSERT_TRUE(testing::run_phases(p.layer, p.args(), p.ws.get(), p.ws.bytes(), nullptr,
+                                    testing::kPhaseRouting | testing::kPhaseGateUp).is_ok());
+    ASSERT_EQ(cudaGetLastError(), cudaSuccess);
+    ASSERT_TRUE(testing::run_phases(p.layer, p.args(), p.ws.get(), p.ws.bytes(), nullptr, testing::kPhaseDown).is_ok());
+    ASSERT_EQ(cudaGetLastError(), cudaSuccess);
+    ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+    SCOPED_TRACE("phase by phase");
+    testing::check_against_reference(p);
+    if (HasFatalFailure()) return;
+  }
+  // Not planned: 40 pairs, a forced down split, the atomic finalize.
+  Case base{4, 64, 2048, 256, 8};
+  Problem p;
+  p.setup(base, devdata::fresh_seed() % 1000003);
+  if (HasFatalFailure()) return;
+  EXPECT_TRUE(plan_of(p.layer, 4, 0).direct_down);
+  EXPECT_FALSE(plan_of(p.layer, 5, 0).direct_down);
+  MoeForwardArgs a;
+  a.num_tokens = 4;
+  a.down_k_splits = 1;
+  MoeRunPlan forced;
+  ASSERT_TRUE(p.layer.plan(a, &forced).is_ok());
+  EXPECT_FALSE(forced.direct_down) << forced.to_string();
+  for (Case other : {Case{4, 64, 2048, 256, 8, Routing::kUniform, 0, FinalizeMode::kAtomic}}) {
+    Problem o;
+    o.setup(other, devdata::fresh_seed() % 1000003);
+    if (HasFatalFailure()) return;
+    EXPECT_FALSE(plan_of(o.layer, 4, 0).direct_down) << other.name();
+  }
+}
+
 // The sm_120 configs (RTX 5090 / RTX PRO 6000: 101,376 B layouts, mma.sync, one block per SM) run on the H200 in
 // the GPU test build (FP4MOE_SM120_ON_SM90): every block size, the TP8 and EP8 shards of GLM-5 scaled down, the
 // small-K tiles, both finalize modes, fused routing; against the reference, outputs poisoned first.

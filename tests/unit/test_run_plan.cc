@@ -451,6 +451,91 @@ TEST(RunPlan, ClusterDecodeTakesTensorParallelDecodeSteps) {
   EXPECT_FALSE(rtx.plan(3).cluster_decode) << "sm_120";
 }
 
+// Down and the finalize as one kernel after the tiled gate_up (moe_direct_down_ring_kernel): with direct_decode, past
+// the direct path and the cluster kernel, up to 32 pairs (GLM-5 TP8 at T = 4; T = 6 and 8 ran slower on it), a
+// deterministic finalize, and all H / 16 blocks resident at once (three 76,112 B blocks an H200 SM: 396 slots for
+// GLM-5 TP8's 384). Down's K in one split, the gate_up plan as the tiled one's (forced block_m and gate_up splits
+// kept). Not: a forced or tuned down split, more pairs, I = 2048 (its rows need more shared memory than the kernel
+// may take), DeepSeek-V3's TP8 (448 blocks), the atomic finalize, sm_120 (one block an SM), an unknown SM count,
+// the option off.
+TEST(RunPlan, DirectDownRingTakesTensorParallelStepsPastTheDirectPath) {
+  Fixture f = h200();
+  f.options.cluster_decode = true;
+  f.options.direct_decode = true;
+  f.shape = MoeShape{256, 6144, 256, 8};  // GLM-5 TP8
+  EXPECT_EQ(direct_down_ring_smem(32, 256).total, 76112);
+  for (int64_t T = 1; T <= 2; ++T) EXPECT_FALSE(f.plan(T).direct_down) << "the direct path";
+  for (int64_t T : {3, 5}) EXPECT_FALSE(f.plan(T).direct_down) << "the cluster kernel";
+  for (int64_t T : {4}) {
+    const MoeRunPlan p = f.plan(T);
+    SCOPED_TRACE(p.to_string());
+    EXPECT_TRUE(p.direct_down);
+    EXPECT_FALSE(p.direct_decode);
+    EXPECT_FALSE(p.cluster_decode);
+    EXPECT_EQ(p.direct_down_blocks, 6144 / 16);
+    EXPECT_EQ(p.direct_down_smem_bytes, direct_down_ring_smem(T * 8, 256).total);
+    EXPECT_EQ(p.down_k_splits, 1);
+    EXPECT_NE(p.to_string().find("down and the finalize in one kernel: 384 blocks"), std::string::npos);
+    EXPECT_EQ(p.to_string().find("down K in"), std::string::npos) << "no tiled down kernel is printed";
+    // No partial sums in the workspace: less than the tiled plan of the same block_m needs.
+    Fixture off = f;
+    off.options.direct_decode = false;
+    const MoeRunPlan tiled = off.plan(T);
+    EXPECT_FALSE(tiled.direct_down);
+    EXPECT_EQ(tiled.block_m, p.block_m);
+    EXPECT_EQ(tiled.gate_up_k_splits, p.gate_up_k_splits);
+    EXPECT_EQ(tiled.gate_up.to_string(), p.gate_up.to_string());
+    EXPECT_LT(call_workspace_layout(f.shape, f.options.finalize, p).total,
+              call_workspace_layout(f.shape, f.options.finalize, tiled).total);
+  }
+  EXPECT_TRUE(f.plan(4, 8).direct_down) << "block_m forced";
+  EXPECT_TRUE(f.plan(4, 16).direct_down) << "block_m 16 forced";
+  EXPECT_FALSE(f.plan(4, 0, 1).direct_down) << "down K splits forced";
+  for (int64_t T : {6, 7, 8}) EXPECT_FALSE(f.plan(T).direct_down) << T * 8 << " pairs";
+  Fixture tuned = f;
+  int split_tiles = 0;  // tuned block_ms whose down tile takes two K splits (a K stage of 128)
+  for (int bm : {16, 32, 64, 128}) {
+    tuned.tuned[tokens_bucket(4)] = TunedChoice{bm, 50.0, 2};
+    const MoeRunPlan t = tuned.plan(4);
+    if (t.down_k_splits != 2) continue;
+    ++split_tiles;
+    EXPECT_FALSE(t.direct_down) << "a tuned down split: " << t.to_string();
+  }
+  EXPECT_GT(split_tiles, 0);
+  tuned.tuned[tokens_bucket(4)] = TunedChoice{16, 50.0, 1};
+  EXPECT_TRUE(tuned.plan(4).direct_down) << "a tuned block_m, down unsplit";
+  f.options.cluster_decode = false;
+  EXPECT_TRUE(f.plan(3).direct_down) << "the cluster kernel off";
+  EXPECT_FALSE(f.plan(5).direct_down) << "40 pairs";
+  f.options.cluster_decode = true;
+  f.shape = MoeShape{256, 6144, 256, 4};  // top-4: 32 pairs at T = 8
+  EXPECT_TRUE(f.plan(8).direct_down) << f.plan(8).to_string();
+  f.shape = MoeShape{32, 6144, 256, 8, 256, 64};  // an EP rank of a TP8-like I: ids over 256 experts
+  EXPECT_TRUE(f.plan(4).direct_down) << f.plan(4).to_string();
+  for (const MoeShape& s : {MoeShape{256, 6144, 2048, 8}, MoeShape{32, 6144, 2048, 8, 256, 0}, MoeShape{256, 7168, 256, 8}}) {
+    f.shape = s;
+    EXPECT_FALSE(f.plan(4).direct_down) << "E " << s.num_experts << " H " << s.hidden << " I " << s.intermediate;
+  }
+  f.shape = MoeShape{256, 6144, 256, 8};
+  f.options.finalize = FinalizeMode::kAtomic;
+  EXPECT_FALSE(f.plan(4).direct_down);
+  f.options.finalize = FinalizeMode::kDeterministicBf16;
+  EXPECT_TRUE(f.plan(4).direct_down) << "bf16 terms, as the partials";
+  f.options.finalize = FinalizeMode::kDeterministic;
+  f.options.direct_decode = false;
+  EXPECT_FALSE(f.plan(4).direct_down);
+  f.options.direct_decode = true;
+  f.sms = 0;
+  EXPECT_FALSE(f.plan(4).direct_down) << "residency not known";
+  Fixture rtx;
+  rtx.options.direct_decode = true;
+  rtx.arch = 120;
+  rtx.configs = resident_on(120, 188);
+  rtx.sms = 188;
+  rtx.shape = MoeShape{256, 6144, 256, 8};
+  EXPECT_FALSE(rtx.plan(4).direct_down) << "sm_120: one block an SM, 188 of 384";
+}
+
 // The direct decode path: taken for at most kMaxDirectDecodePairs pairs when the caller forces nothing, a down warp's
 // K groups stay within kDirectMaxDownGroupsPerWarp and both kernels' shared memory fits; its plan says what runs (no
 // K splits, 8-row chunks) and its workspace holds no partial sums; forcing block_m or a split, or either option

@@ -116,6 +116,7 @@ Status run_moe_bench(const MoeBenchOptions& o, MoeBenchDevice* dev, std::vector<
   if (!o.use_tuning_cache) base.tuning_cache = "none";
   base.warp_specialized = o.warp_specialized;
   base.cluster_decode = o.cluster_decode;
+  base.direct_decode = o.direct_decode;
   base.kernel_arch = o.kernel_arch;
   {
     DevBuf w13p, w13s, w2p, w2s, g13, g2;
@@ -156,7 +157,8 @@ Status run_moe_bench(const MoeBenchOptions& o, MoeBenchDevice* dev, std::vector<
       FP4MOE_RETURN_IF_ERROR(layer_plain.init(o.shape, plain, w13, w2, nullptr));
       // (a copy of the weights only where some timed T takes the direct decode path: its only variant)
       bool any_direct = false;
-      for (int64_t T : o.tokens) any_direct = any_direct || (T >= 1 && plan_of(layer, T, 0).direct_decode);
+      for (int64_t T : o.tokens)
+        any_direct = any_direct || (T >= 1 && (plan_of(layer, T, 0).direct_decode || plan_of(layer, T, 0).direct_down));
       if (any_direct) FP4MOE_RETURN_IF_ERROR(layer_tiled.init(o.shape, tiled, w13, w2, nullptr));
       if (o.finalize != FinalizeMode::kAtomic) FP4MOE_RETURN_IF_ERROR(layer_atomic.init(o.shape, atomic, w13, w2, nullptr));
       if (main_det) FP4MOE_RETURN_IF_ERROR(layer_other_det.init(o.shape, other_det, w13, w2, nullptr));
@@ -304,6 +306,8 @@ Status run_moe_bench(const MoeBenchOptions& o, MoeBenchDevice* dev, std::vector<
       if (main_plan.direct_decode) {
         variants.push_back({&layer_tiled, &r.layer_tiled_us});
       } else {
+        // (down and the finalize as one kernel: against the tiled down kernel and the finalize kernel)
+        if (main_plan.direct_down) variants.push_back({&layer_tiled, &r.layer_tiled_us});
         // (none where the other family has no tile of this block_m: the 128-token tile is warp-specialized only)
         const MoeRunPlan other = plan_of(layer_other_ws, T, r.block_m);
         if (other.block_m == r.block_m && main_plan.gate_up.family != other.gate_up.family)

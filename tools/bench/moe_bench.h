@@ -29,6 +29,7 @@ struct MoeBenchOptions {
   int kernel_arch = 0;                 // MoeLayerOptions::kernel_arch of the layers timed (120: sm_120 configs on sm_90)
   FinalizeMode finalize = FinalizeMode::kDeterministic;  // the main layer's (the per-T note times the others)
   bool cluster_decode = true;          // MoeLayerOptions::cluster_decode of the layers timed
+  bool direct_decode = true;           // MoeLayerOptions::direct_decode of the layers timed
   bool warp_specialized = true;        // MoeLayerOptions::warp_specialized of the layers timed (the per-T note
                                        // also times the other setting where it changes the kernels)
   int min_iters = 20;                  // timed runs per measurement (median)
