@@ -77,8 +77,9 @@ class MoE(torch.nn.Module):
         after). ``deterministic``: a fixed summation order (bit-identical reruns); else fp32 atomics.
         ``bf16_partials`` (deterministic only): each expert's output row is rounded to bf16 before the fixed-order
         fp32 sum, as vLLM's fused MoE keeps them: half the bytes of that phase, one more rounding per term.
-        ``direct_decode``: steps of one or two tokens on a shard run two kernels with the finalize folded in (the
-        layer's plan decides where; ``False``: the tiled kernels at every step). ``cluster_decode`` (sm_90): a TP
+        ``direct_decode``: steps of one or two tokens on a shard run two kernels with the finalize folded in, and a TP
+        shard's steps of up to 32 pairs past those (4 tokens of GLM-5's TP8) run down with the finalize folded in after
+        the tiled gate_up (the layer's plan decides where; ``False``: the tiled kernels at every step). ``cluster_decode`` (sm_90): a TP
         shard's steps just past those (I = 256: TP8 of the I = 2048 models, 3 and 5 tokens on an H200) run gate_up
         and down as one kernel of thread-block clusters, bit for bit the tiled kernels' sums (``False``: the tiled
         kernels).

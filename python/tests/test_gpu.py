@@ -154,6 +154,17 @@ def test_direct_decode_is_the_default_for_a_shard_step_and_can_be_turned_off():
     tp8_step_with_and_without(1, "direct_decode", "direct decode")
 
 
+def test_down_with_the_finalize_is_the_default_for_a_tp8_step_of_four_tokens_and_can_be_turned_off():
+    """A GLM-5 TP8 step of 4 tokens runs down and the finalize as one kernel after the tiled gate_up by default (on a GPU
+    where its 384 blocks are resident at once, as on an H200), the tiled down kernel and finalize with
+    direct_decode=False: bit for bit the same output (the same gate_up, down's K unsplit in both), both against the
+    reference."""
+    if torch.cuda.get_device_capability()[0] != 9:
+        pytest.skip("planned here for the H200's residency (384 blocks, 3 an SM)")
+    on, off = tp8_step_with_and_without(4, "direct_decode", "down and the finalize in one kernel")
+    assert torch.equal(on, off)
+
+
 def test_cluster_decode_is_the_default_for_a_tp8_step_of_three_tokens_and_can_be_turned_off():
     """A GLM-5 TP8 step of 3 tokens runs the cluster decode kernel by default (on an H200), the tiled kernels with
     cluster_decode=False; both match the reference. (Not bit for bit: the tiled plan splits gate_up's K in 8 there, the
