@@ -195,10 +195,14 @@ Status run_moe_bench(const MoeBenchOptions& o, MoeBenchDevice* dev, std::vector<
     if (o.progress) o.progress(ti, o.tokens.size(), T);
     // Routing sets rotated between iterations so the active experts' weights are not L2-resident.
     const int sets = T <= 64 ? 16 : 4;
-    // Room for the timed split counts and the 4-split comparison, in every variant's finalize mode (the
-    // fp32-partial layer's is the largest).
+    // Room for the timed split counts and the 4-split comparison, for every variant timed on these workspaces: each
+    // layer's plans differ (the tiled variant's down splits where the main layer runs down with the finalize in one
+    // kernel; the other finalize mode's partials). An uninitialised layer asks for 0.
     size_t ws_bytes = layer.workspace_size(T, max_split);
-    if (o.phases && main_det) ws_bytes = std::max(ws_bytes, layer_other_det.workspace_size(T, max_split));
+    if (o.phases)
+      for (const MoeLayer* l : {&layer_twin, &layer_plain, &layer_atomic, &layer_unfused, &layer_other_ws, &layer_other_det,
+                                &layer_tiled})
+        ws_bytes = std::max(ws_bytes, l->workspace_size(T, max_split));
     std::vector<DevBuf> ws(sets), ids(sets), wts(sets);
     DevBuf hid, out;
     FP4MOE_RETURN_IF_ERROR(hid.alloc(T * H * 2));
