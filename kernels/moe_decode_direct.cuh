@@ -156,7 +156,7 @@ __global__ void __launch_bounds__(kDirectThreads, kDirectMinBlocks) moe_direct_g
   auto piece = [&](int q) { return g_begin + q * (g_end - g_begin) / kP; };
   const uint32_t bar = ptx::smem_addr(smem + L.bar_offset + warp * kP * 8);
   init_warp_barriers(bar, kP);
-  const WarpRouting wr = warp_routing(p.ex.routing, p.ex.num_global_experts, blockIdx.x == 0);
+  const WarpPairs pairs_in = warp_routing_load(p.ex.routing, p.ex.num_global_experts);
   // Lane 0: piece q of expert e's tile into its slot (with the tokens' rows of those K groups where `with_x`).
   auto copy_piece = [&](int e, int q, bool with_x) {
     const int ga = piece(q), ng = piece(q + 1) - ga;
@@ -179,7 +179,30 @@ __global__ void __launch_bounds__(kDirectThreads, kDirectMinBlocks) moe_direct_g
   const int g8 = lane >> 2, t4 = lane & 3;
   uint32_t parity = 0;
   int chunk = blockIdx.x / n16;
-  if (chunk < wr.num_chunks) {
+  // Without the chunk loop, block row y has a pair y to itself (the grid's rows are the pairs) and takes the chunk that
+  // pair leads, if any: its expert is pair y's, known from the id alone, so the copies go out before the routing's
+  // shuffles run (-1: pair y is skipped). With it, the rows take the chunks in turn, whose experts need the routing.
+  int lead_expert = -1;
+  if constexpr (!kChunkLoop) {
+    const int32_t key = __shfl_sync(0xFFFFFFFFu, pairs_in.key, chunk);  // (chunk = y < the pairs <= 32)
+    if (key != INT32_MAX) {
+      lead_expert = key;
+      if (lane == 0)
+#pragma unroll
+        for (int q = 0; q < kP; ++q) copy_piece(lead_expert, q, true);
+    }
+  }
+  const WarpRouting wr = warp_routing(p.ex.routing, pairs_in, blockIdx.x == 0);
+  if constexpr (!kChunkLoop) {
+    // The chunk pair y leads: the one whose first row holds it (none where it is a later row of its expert's chunk,
+    // an id repeated within a call).
+    const int lead = __shfl_sync(0xFFFFFFFFu, wr.perm, wr.c_start);  // lane c: the pair at chunk c's first row
+    const uint32_t led = __ballot_sync(0xFFFFFFFFu, lane < wr.num_chunks && lead == chunk);
+    chunk = led != 0 ? __ffs(led) - 1 : wr.num_chunks;
+    if (chunk == wr.num_chunks && lead_expert >= 0)  // copies in flight into this block's slots: let them land
+#pragma unroll
+      for (int q = 0; q < kP; ++q) ptx::mbarrier_wait(bar + 8 * q, 0);
+  } else if (chunk < wr.num_chunks) {
     const int e = wr.expert(chunk);  // (a shuffle: every lane)
     if (lane == 0)
 #pragma unroll

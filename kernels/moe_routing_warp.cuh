@@ -85,19 +85,33 @@ struct WarpRouting {
   __device__ __forceinline__ int32_t rows(int c) const { return __shfl_sync(0xFFFFFFFFu, c_rows, c); }
 };
 
-// Called by whole warps. With `write_tables` (one block of the gate_up grid) the warp also writes the
-// routing kernel's global outputs, for the finalize and testing::workspace_view: warp 0 the permutation,
-// chunk table and error flags, every warp its share of expert_offsets.
-__device__ __forceinline__ WarpRouting warp_routing(const RoutingParams& p, int32_t num_global_experts, bool write_tables) {
+// What warp_routing reads of pair `lane`: its local expert (INT32_MAX for a skipped pair or none: they sort last),
+// router weight and error bits. Apart from the routing itself so that a kernel can act on one pair's expert (a
+// shuffle of `key`) before the routing's shuffles run.
+struct WarpPairs {
+  int32_t key = INT32_MAX;
+  float weight = 0.0f;
+  uint32_t err = 0;
+};
+__device__ __forceinline__ WarpPairs warp_routing_load(const RoutingParams& p, int32_t num_global_experts) {
+  WarpPairs in;
+  const int lane = threadIdx.x & 31;
+  if (lane < p.num_pairs) {
+    const int32_t e = pair_local_expert(p, num_global_experts, lane, &in.weight, &in.err);
+    if (e >= 0) in.key = e;
+  }
+  return in;
+}
+
+// Called by whole warps, on warp_routing_load's pairs. With `write_tables` (one block of the gate_up grid) the warp
+// also writes the routing kernel's global outputs, for the finalize and testing::workspace_view: warp 0 the
+// permutation, chunk table and error flags, every warp its share of expert_offsets.
+__device__ __forceinline__ WarpRouting warp_routing(const RoutingParams& p, const WarpPairs& in, bool write_tables) {
   const int lane = threadIdx.x & 31;
   const int E = p.num_experts;
-  int32_t key = INT32_MAX;  // local expert id of a valid pair; pairs past num_pairs and skipped pairs sort last
-  uint32_t err = 0;
-  float lane_weight = 0.0f;  // pair `lane`'s router weight
-  if (lane < p.num_pairs) {
-    const int32_t e = pair_local_expert(p, num_global_experts, lane, &lane_weight, &err);
-    if (e >= 0) key = e;
-  }
+  const int32_t key = in.key;
+  const uint32_t err = in.err;
+  const float lane_weight = in.weight;  // pair `lane`'s router weight
   const bool valid = key != INT32_MAX;
   const int32_t num_valid = __popc(__ballot_sync(0xFFFFFFFFu, valid));
   // The lanes past num_pairs hold no pair (key INT32_MAX), so the scans below stop there: a decode step of one
@@ -164,6 +178,9 @@ __device__ __forceinline__ WarpRouting warp_routing(const RoutingParams& p, int3
     }
   }
   return w;
+}
+__device__ __forceinline__ WarpRouting warp_routing(const RoutingParams& p, int32_t num_global_experts, bool write_tables) {
+  return warp_routing(p, warp_routing_load(p, num_global_experts), write_tables);
 }
 
 // Routing of at most kBlockRoutingMaxPairs pairs (T * k <= 64) for the GEMM kernels of the decode tiles, so that
