@@ -122,13 +122,14 @@ __device__ __forceinline__ void direct_finalize_columns(const DirectDecodeParams
 }
 
 // Grid: p.gate_up_chunk_blocks x (2I / 16) tiles, blockIdx.x = y * (2I/16) + tile; block (y, tile) multiplies tile
-// `tile` of chunks y, y + gate_up_chunk_blocks, ... (the plan sizes y by the chunks uniform routing reaches, at most
-// what one wave of resident blocks holds, so few blocks exit idle and none waits for a slot). The forward pass's
+// `tile` of the chunk pair y leads and of its share of the other chunks (below; the plan sizes the rows by the chunks
+// uniform routing reaches, at most what one wave of resident blocks holds, so few blocks exit idle and none waits for
+// a slot). The forward pass's
 // first kernel: it lets the down kernel launch at once, whose blocks route and load their first weights while these
 // stream theirs.
-// Each warp's K range arrives by bulk copies issued by its lane 0 right after the routing (weights, scales and, for
-// the first chunk, the tokens' activations), in kDirectGateUpPieces pieces on as many mbarriers, so the whole tile is
-// in flight after one round trip for the ids and each piece is multiplied while the next ones land. A block with
+// Each warp's K range arrives by bulk copies issued by its lane 0 right after the ids are read (weights, scales and,
+// for the first chunk, the tokens' activations), in kDirectGateUpPieces pieces on as many mbarriers, so the whole tile
+// is in flight after one round trip for the ids and each piece is multiplied while the next ones land. A block with
 // another chunk to multiply copies that chunk's piece into a slot as soon as its warp has multiplied the piece there,
 // so its weights stream on without a round trip between chunks. (Per-lane loads through registers took two batches,
 // each a round trip: docs/perf/history.md.)
@@ -178,41 +179,54 @@ __global__ void __launch_bounds__(kDirectThreads, kDirectMinBlocks) moe_direct_g
   };
   const int g8 = lane >> 2, t4 = lane & 3;
   uint32_t parity = 0;
-  int chunk = blockIdx.x / n16;
-  // Without the chunk loop, block row y has a pair y to itself (the grid's rows are the pairs) and takes the chunk that
-  // pair leads, if any: its expert is pair y's, known from the id alone, so the copies go out before the routing's
-  // shuffles run (-1: pair y is skipped). With it, the rows take the chunks in turn, whose experts need the routing.
-  int lead_expert = -1;
-  if constexpr (!kChunkLoop) {
-    const int32_t key = __shfl_sync(0xFFFFFFFFu, pairs_in.key, chunk);  // (chunk = y < the pairs <= 32)
+  // Block row y speculates on pair y (y < the rows <= the pairs <= 32): its expert is known from the id alone, so the
+  // row's copies go out before the routing's shuffles run, for the chunk that pair leads (most pairs of a step's first
+  // token lead one). A row then takes that chunk and, with the chunk loop, the chunks led by pairs past the rows (list
+  // R, in chunk order) at positions y, y + rows, ...: every chunk has one leading pair, so each is some row's.
+  const int G = p.gate_up_chunk_blocks, y = blockIdx.x / n16;
+  int spec_expert = -1;  // the expert of the copies in flight (-1: pair y is skipped, none)
+  {
+    const int32_t key = __shfl_sync(0xFFFFFFFFu, pairs_in.key, y);
     if (key != INT32_MAX) {
-      lead_expert = key;
+      spec_expert = key;
       if (lane == 0)
 #pragma unroll
-        for (int q = 0; q < kP; ++q) copy_piece(lead_expert, q, true);
+        for (int q = 0; q < kP; ++q) copy_piece(spec_expert, q, true);
     }
   }
   const WarpRouting wr = warp_routing(p.ex.routing, pairs_in, blockIdx.x == 0);
-  if constexpr (!kChunkLoop) {
-    // The chunk pair y leads: the one whose first row holds it (none where it is a later row of its expert's chunk,
-    // an id repeated within a call).
-    const int lead = __shfl_sync(0xFFFFFFFFu, wr.perm, wr.c_start);  // lane c: the pair at chunk c's first row
-    const uint32_t led = __ballot_sync(0xFFFFFFFFu, lane < wr.num_chunks && lead == chunk);
-    chunk = led != 0 ? __ffs(led) - 1 : wr.num_chunks;
-    if (chunk == wr.num_chunks && lead_expert >= 0)  // copies in flight into this block's slots: let them land
+  const int nc = wr.num_chunks;
+  const int lead = __shfl_sync(0xFFFFFFFFu, wr.perm, wr.c_start);  // lane c: the pair at chunk c's first row
+  const uint32_t led = __ballot_sync(0xFFFFFFFFu, lane < nc && lead == y);
+  const int own = led != 0 ? __ffs(led) - 1 : -1;  // the chunk pair y leads (none: a later row of its expert's chunk)
+  const uint32_t rest = kChunkLoop ? __ballot_sync(0xFFFFFFFFu, lane < nc && lead >= G) : 0u;
+  auto row_chunk = [&](int i) {  // this row's i-th chunk; nc past its last (block-uniform)
+    if (own >= 0) {
+      if (i == 0) return own;
+      --i;
+    }
+    const int j = y + i * G;
+    return j < __popc(rest) ? static_cast<int>(__fns(rest, 0, j + 1)) : nc;
+  };
+  int chunk = row_chunk(0);
+  if (own < 0) {
+    if (spec_expert >= 0) {  // copies in flight for no chunk of this row: let them land (the tokens' rows stay)
 #pragma unroll
       for (int q = 0; q < kP; ++q) ptx::mbarrier_wait(bar + 8 * q, 0);
-  } else if (chunk < wr.num_chunks) {
-    const int e = wr.expert(chunk);  // (a shuffle: every lane)
-    if (lane == 0)
+      parity = 1;
+    }
+    if (chunk < nc) {
+      const int e = wr.expert(chunk);  // (a shuffle: every lane)
+      if (lane == 0)  // (the slots were only written by the copies that landed: no generic reads to order)
 #pragma unroll
-      for (int q = 0; q < kP; ++q) copy_piece(e, q, true);
+        for (int q = 0; q < kP; ++q) copy_piece(e, q, spec_expert < 0);
+    }
   }
-  for (; chunk < wr.num_chunks; chunk += p.gate_up_chunk_blocks) {  // (block-uniform)
-    if (kChunkLoop && chunk >= p.gate_up_chunk_blocks) __syncthreads();  // warp 0 has read the previous chunk's sums
+  for (int i = 0; chunk < nc; ++i) {  // (block-uniform)
+    if (kChunkLoop && i > 0) __syncthreads();  // warp 0 has read the previous chunk's sums
     const int e = wr.expert(chunk), row0 = wr.start(chunk), rows = wr.rows(chunk);
-    const int next = chunk + p.gate_up_chunk_blocks;
-    const bool has_next = kChunkLoop && next < wr.num_chunks;
+    const int next = kChunkLoop ? row_chunk(i + 1) : nc;
+    const bool has_next = kChunkLoop && next < nc;
     const int e_next = has_next ? wr.expert(next) : 0;
     // Column m of the mma is the chunk's row m: its token's staged row (rows past the chunk's read its last row;
     // their sums are never stored, mma columns being independent).
@@ -256,7 +270,7 @@ __global__ void __launch_bounds__(kDirectThreads, kDirectMinBlocks) moe_direct_g
               __float2bfloat16_rn(swiglu(alpha * s[c], alpha * s[2 + c]));
       }
     }
-    if constexpr (!kChunkLoop) break;
+    chunk = next;
   }
 }
 
