@@ -405,14 +405,16 @@ __global__ void __launch_bounds__(kDirectThreads, kStageWeights ? kDirectDownMin
   direct_finalize_columns(p, terms, row_of_pair, tile);
 }
 
-// Down with the finalize folded in after the tiled gate_up kernels, for up to kBlockRoutingMaxPairs pairs (the plan
-// takes it for a TP shard's decode step of 3 or 4 tokens at top-8, past the direct path): the tiled down kernel, the partial sums in
+// Down with the finalize folded in after the tiled gate_up kernels, for up to kBlockRoutingMaxPairs pairs whose chunks'
+// K is one batch (the plan takes it on sm_90 for at most kDirectDownRingMaxPairs pairs and I <= kDirectDownBatch x
+// 64: a TP shard's decode step of 3 or 4 tokens at top-8, or up to 8 at top-4, past the direct path and the cluster
+// kernel; an EP rank of such a shard): the tiled down kernel, the partial sums in
 // global memory and the finalize kernel become one kernel whose blocks also start streaming their weights while
 // gate_up's last round drains. Grid: H / 16 blocks, block r computing columns [16 r, 16 r + 16) of the output for
 // every token, as the direct down kernel does; warp w takes chunks w, w + 8, ... of the block routing (chunks of
 // kDirectChunkRows rows, p.ex.routing.block_m: the SwiGLU rows are in the permuted order whatever gate_up's block_m)
-// and streams their K batches through its kDirectDownRing slots, one bulk copy of weights and one of scales a batch,
-// the next batch's copy issued as soon as a slot is free. Each chunk's sum runs in K order on one warp (the tiled
+// and streams their weights through its kDirectDownRing slots, one bulk copy of weights and one of scales a chunk,
+// the next chunk's copy issued as soon as a slot is free. Each chunk's sum runs in K order on one warp (the tiled
 // kernels' order), so the output is the tiled path's bit for bit where that runs down's K in one split. Launched as a
 // programmatic dependent of gate_up: the routing and the first batches do not depend on it; the SwiGLU rows are
 // read after griddepcontrol.wait.
@@ -430,17 +432,17 @@ __global__ void __launch_bounds__(kDirectThreads, kDirectMinBlocks) moe_direct_d
   const BlockRouting wr = block_routing(p.ex.routing, p.ex.num_global_experts, false,
                                         reinterpret_cast<BlockRoutingTables*>(smem + L.tables_offset));
   const int nc = wr.num_chunks, valid = wr.t->num_valid;
-  const int groups = I / pack::kGroupK, batches = (groups + kB - 1) / kB;  // a chunk's K groups and batches
-  // This warp's work: item j is batch j % batches of chunk warp + kDirectWarps * (j / batches), in slot j % kR.
-  const int items = warp < nc ? (nc - warp + kDirectWarps - 1) / kDirectWarps * batches : 0;
+  const int ng = I / pack::kGroupK;  // a chunk's K groups: one batch (the plan takes I <= kDirectDownBatch x 64)
+  // This warp's work: item j is chunk warp + kDirectWarps * j, in slot j % kR.
+  const int items = warp < nc ? (nc - warp + kDirectWarps - 1) / kDirectWarps : 0;
   auto issue = [&](int j) {  // (lane 0)
-    const int cc = warp + kDirectWarps * (j / batches), b0 = (j % batches) * kB, slot = j % kR;
-    const int e = wr.expert(cc), ng = min(kB, groups - b0);
+    const int cc = warp + kDirectWarps * j, slot = j % kR;
+    const int e = wr.expert(cc);
     ptx::mbarrier_arrive_expect_tx(bar + 8 * slot,
                                    static_cast<uint32_t>(ng * (pack::kWeightGroupBytes + pack::kScaleGroupBytes)));
-    ptx::cp_async_bulk_g2s(ws + slot * kB * pack::kWeightGroupBytes, p.w2 + pack::weight_group_offset(e, tile, b0, H, I),
+    ptx::cp_async_bulk_g2s(ws + slot * kB * pack::kWeightGroupBytes, p.w2 + pack::weight_group_offset(e, tile, 0, H, I),
                            ng * pack::kWeightGroupBytes, bar + 8 * slot);
-    ptx::cp_async_bulk_g2s(ss + slot * kB * pack::kScaleGroupBytes, p.s2 + pack::scale_group_offset(e, tile, b0, H, I),
+    ptx::cp_async_bulk_g2s(ss + slot * kB * pack::kScaleGroupBytes, p.s2 + pack::scale_group_offset(e, tile, 0, H, I),
                            ng * pack::kScaleGroupBytes, bar + 8 * slot);
   };
   if (lane == 0)
@@ -461,8 +463,8 @@ __global__ void __launch_bounds__(kDirectThreads, kDirectMinBlocks) moe_direct_d
   float* terms = reinterpret_cast<float*>(smem + L.terms_offset);
   float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
   for (int j = 0; j < items; ++j) {
-    const int cc = warp + kDirectWarps * (j / batches), bi = j % batches, b0 = bi * kB, slot = j % kR;
-    const int ng = min(kB, groups - b0), row0 = wr.start(cc), rows = wr.rows(cc);
+    const int cc = warp + kDirectWarps * j, slot = j % kR;
+    const int row0 = wr.start(cc), rows = wr.rows(cc);
     // Column m of the mma is the chunk's row m (rows past the chunk's read its last row; their sums are not stored).
     const uint8_t* x_lane = smem + L.act_offset + (row0 + min(lane & 7, rows - 1)) * L.row_stride + (lane >> 3) * 16;
     ptx::mbarrier_wait(bar + 8 * slot, static_cast<uint32_t>(j / kR) & 1u);
@@ -470,17 +472,15 @@ __global__ void __launch_bounds__(kDirectThreads, kDirectMinBlocks) moe_direct_d
     for (int i = 0; i < kB; ++i)
       if (i < ng)
         direct_group_staged(acc, ws + slot * kB * pack::kWeightGroupBytes, ss + slot * kB * pack::kScaleGroupBytes, i,
-                            lane, x_lane + (b0 + i) * 128, p.ex.dequant_mul);
+                            lane, x_lane + i * 128, p.ex.dequant_mul);
     __syncwarp();  // every lane has read the slot
     if (lane == 0 && j + kR < items) {
       ptx::fence_proxy_async_shared();  // (those generic-proxy reads before the copy that overwrites them)
       issue(j + kR);
     }
-    if (bi == batches - 1) {
-      direct_store_terms(p, wr, cc, acc, terms);
+    direct_store_terms(p, wr, cc, acc, terms);
 #pragma unroll
-      for (int q = 0; q < 4; ++q) acc[q] = 0.0f;
-    }
+    for (int q = 0; q < 4; ++q) acc[q] = 0.0f;
   }
   __syncthreads();
   direct_finalize_columns(p, terms, row_of_pair, tile);

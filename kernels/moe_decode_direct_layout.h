@@ -102,8 +102,9 @@ constexpr DirectDownSmem direct_down_smem(int64_t pairs, int64_t intermediate, b
 static_assert(kDirectDownBatch * pack::kWeightGroupBytes >= 32 * 4 * 4, "a down warp's weight slots hold its 32 lanes' four fp32 sums");
 
 // The ring down kernel (moe_direct_down_ring_kernel: down with the finalize folded in, after the tiled gate_up):
-// each warp streams its chunks' K batches through kDirectDownRing slots of kDirectDownBatch groups, so the next
-// batches are in flight while one is multiplied (the direct down kernel's warps have one batch each). Three slots:
+// each warp streams its chunks' weights (a chunk's K is one batch of at most kDirectDownBatch groups: I <= 256)
+// through kDirectDownRing slots, so the next chunks are in flight while one is multiplied (the direct down kernel's
+// warps have one batch each). Three slots:
 // 55,296 B for the 8 warps, which with 32 pairs' SwiGLU rows of I = 256 keeps three blocks on an H200 SM, so a TP8
 // shard's 384 blocks (H = 6144) are resident at once. The plan takes it for at most kDirectDownRingMaxPairs pairs:
 // above, the tiled down kernel's deeper per-block pipeline was faster than two slots a warp, the most that 64 pairs'

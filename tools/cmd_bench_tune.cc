@@ -277,7 +277,7 @@ void add_bench_and_tune(CLI::App& app, int* rc) {
                   "clusters (a TP shard's decode step with I = 256, at most 64 pairs)");
   bench->add_flag("--no-direct-decode", b->no_direct_decode,
                   "time the tiled kernels where the layer would run the direct decode path (T <= 2 on a TP or EP shard) "
-                  "or down and the finalize as one kernel after the tiled gate_up (a TP shard's step of up to 64 pairs)");
+                  "or down and the finalize as one kernel after the tiled gate_up (a TP shard's step of up to 32 pairs)");
   bench->add_flag("--no-warp-specialized", b->no_warp_specialized,
                   "sm_90: time the multistage kernels for block_m 16, 32 and 64 instead of the warp-specialized ones");
   bench->add_option("--down-k-splits", b->down_k_splits,

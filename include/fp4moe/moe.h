@@ -110,10 +110,10 @@ struct MoeLayerOptions {
   // direct decode path: two kernels (gate_up with its K split over a block's warps; down with the finalize folded
   // in), no routing kernel, no partial sums in the workspace, deterministic in every finalize mode (the terms are
   // rounded to bf16 in kDeterministicBf16, as its partials are). Needs fuse_small_routing (it routes inside its
-  // kernels). Past it, a call of at most kMaxDirectDecodePairs pairs with a deterministic finalize whose down GEMM
-  // has a short K (I = 256: a TP8 shard's decode step of 3 or 4 tokens; the plan says) and no down K split forced runs
-  // down and the finalize as one kernel after the tiled gate_up (MoeRunPlan::direct_down), with the same output bit
-  // for bit as the tiled kernels with down's K in one split. Off: the tiled kernels at every T.
+  // kernels). Past it (and past the cluster kernel), on sm_90, a call of at most 32 pairs with a deterministic finalize
+  // whose down GEMM has a short K (I <= 256: a TP8 shard's decode step of 3 or 4 tokens; the plan says) and no down K
+  // split forced or tuned runs down and the finalize as one kernel after the tiled gate_up (MoeRunPlan::direct_down),
+  // with the same output bit for bit as the tiled kernels with down's K in one split. Off: the tiled kernels at every T.
   bool direct_decode = true;
   // sm_90: a call that the 8-token decode tile's kernels would route themselves, past the direct path, with I equal to
   // that tile's K stage (256: a tensor-parallel shard such as GLM-5's TP8), the deterministic fp32 finalize, no other K
@@ -196,8 +196,8 @@ struct MoeRunPlan {
   bool cluster_decode = false;
   int clusters = 0, cluster_blocks = 0;
   int clusters_resident = 0;  // of that config and size at once on this GPU (cudaOccupancyMaxActiveClusters)
-  // down and the finalize run as one kernel after the tiled gate_up (MoeLayerOptions::direct_decode: a step of up to
-  // kMaxDirectDecodePairs pairs past the direct path, where every block of it is resident at once): `direct_down_blocks`
+  // down and the finalize run as one kernel after the tiled gate_up (MoeLayerOptions::direct_decode: a step of at most
+  // 32 pairs past the direct path, where every block of it is resident at once): `direct_down_blocks`
   // blocks of 16 output columns each, `direct_down_smem_bytes` of shared memory each; down_k_splits is then 1, and no
   // partial sums go through the workspace.
   bool direct_down = false;

@@ -54,7 +54,7 @@ std::string MoeRunPlan::to_string() const {
     s += "; down and the finalize in one kernel: " + std::to_string(direct_down_blocks) + " blocks of 16 columns (" +
          with_commas(direct_down_smem_bytes) + " B smem, " + std::to_string(kDirectThreads) +
          " threads, mma.sync; routing inside, " + std::to_string(kDirectDownRing) +
-         " K batches in flight a warp, no partial sums)";
+         " chunks' weights in flight a warp, no partial sums)";
   if (!source.empty()) s += " (" + source + ")";
   return s;
 }
@@ -307,7 +307,10 @@ bool direct_decode_plan(const PlanContext& c, int64_t num_tokens, MoeDirectPlan*
 bool direct_down_ring_plan(const PlanContext& c, int64_t num_tokens, int* blocks, int64_t* smem_bytes) {
   const MoeShape& s = *c.shape;
   const int64_t pairs = num_tokens * s.top_k;
-  if (pairs < 1 || pairs > kDirectDownRingMaxPairs || c.sms <= 0 || !finalize_is_deterministic(c.options->finalize))
+  // sm_90 only (where it was measured); a chunk's K one batch (the kernel's one copy of weights a chunk: a TP shard's
+  // I = 192 or 256; deeper K, as the direct path's, needs more batches a warp than it streams well).
+  if (c.arch != 90 || pairs < 1 || pairs > kDirectDownRingMaxPairs || c.sms <= 0 ||
+      s.intermediate > int64_t{kDirectDownBatch} * pack::kGroupK || !finalize_is_deterministic(c.options->finalize))
     return false;
   const ArchInfo a = arch_info(c.arch);
   const int64_t smem = direct_down_ring_smem(pairs, s.intermediate).total;

@@ -120,8 +120,9 @@ double expected_local_experts(const MoeShape& s, int64_t num_tokens);
 bool direct_decode_plan(const PlanContext& c, int64_t num_tokens, MoeDirectPlan* out);
 
 // Whether a call of T tokens that does not take the direct path runs down and the finalize as one kernel after the
-// tiled gate_up (kernels/moe_decode_direct.cuh, moe_direct_down_ring_kernel) -- a deterministic finalize, at most
-// kDirectDownRingMaxPairs pairs (the kernel routes them itself), its shared memory within kDirectMaxSmem, and all of its
+// tiled gate_up (kernels/moe_decode_direct.cuh, moe_direct_down_ring_kernel) -- sm_90, a deterministic finalize, at most
+// kDirectDownRingMaxPairs pairs (the kernel routes them itself), I <= kDirectDownBatch x 64 (a chunk's K one batch),
+// its shared memory within kDirectMaxSmem, and all of its
 // H / 16 blocks resident at once on c.sms SMs (not planned where the SM count is not known) -- and its grid and shared
 // memory (out pointers may be null). make_run_plan takes it where the options allow (direct_decode and
 // fuse_small_routing) and neither the caller nor the tuning cache asks for down's K in splits (block_m and gate_up's

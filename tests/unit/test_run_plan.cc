@@ -451,13 +451,13 @@ TEST(RunPlan, ClusterDecodeTakesTensorParallelDecodeSteps) {
   EXPECT_FALSE(rtx.plan(3).cluster_decode) << "sm_120";
 }
 
-// Down and the finalize as one kernel after the tiled gate_up (moe_direct_down_ring_kernel): with direct_decode, past
-// the direct path and the cluster kernel, up to 32 pairs (GLM-5 TP8 at T = 4; T = 6 and 8 ran slower on it), a
-// deterministic finalize, and all H / 16 blocks resident at once (three 76,112 B blocks an H200 SM: 396 slots for
-// GLM-5 TP8's 384). Down's K in one split, the gate_up plan as the tiled one's (forced block_m and gate_up splits
-// kept). Not: a forced or tuned down split, more pairs, I = 2048 (its rows need more shared memory than the kernel
-// may take), DeepSeek-V3's TP8 (448 blocks), the atomic finalize, sm_120 (one block an SM), an unknown SM count,
-// the option off.
+// Down and the finalize as one kernel after the tiled gate_up (moe_direct_down_ring_kernel): on sm_90 with
+// direct_decode, past the direct path and the cluster kernel, up to 32 pairs (GLM-5 TP8 at T = 4; T = 6 and 8 ran
+// slower on it), I <= 256 (a chunk's K one batch), a deterministic finalize, and all H / 16 blocks resident at once
+// (three 76,112 B blocks an H200 SM: 396 slots for GLM-5 TP8's 384). Down's K in one split, the gate_up plan as the
+// tiled one's (forced block_m and gate_up splits kept). Not: a forced or tuned down split, more pairs, I = 512, 768,
+// 1536 or 2048 at any T (the full Qwen3 layers too), DeepSeek-V3's TP8 (448 blocks), the atomic finalize, sm_120, an
+// unknown SM count, the option off.
 TEST(RunPlan, DirectDownRingTakesTensorParallelStepsPastTheDirectPath) {
   Fixture f = h200();
   f.options.cluster_decode = true;
@@ -512,10 +512,15 @@ TEST(RunPlan, DirectDownRingTakesTensorParallelStepsPastTheDirectPath) {
   EXPECT_TRUE(f.plan(8).direct_down) << f.plan(8).to_string();
   f.shape = MoeShape{32, 6144, 256, 8, 256, 64};  // an EP rank of a TP8-like I: ids over 256 experts
   EXPECT_TRUE(f.plan(4).direct_down) << f.plan(4).to_string();
-  for (const MoeShape& s : {MoeShape{256, 6144, 2048, 8}, MoeShape{32, 6144, 2048, 8, 256, 0}, MoeShape{256, 7168, 256, 8}}) {
-    f.shape = s;
-    EXPECT_FALSE(f.plan(4).direct_down) << "E " << s.num_experts << " H " << s.hidden << " I " << s.intermediate;
-  }
+  for (const MoeShape& s : {MoeShape{256, 6144, 2048, 8}, MoeShape{32, 6144, 2048, 8, 256, 0}, MoeShape{256, 7168, 256, 8},
+                            MoeShape{256, 6144, 512, 8}, MoeShape{128, 2048, 768, 8}, MoeShape{128, 4096, 1536, 8}})
+    for (int64_t T : {1, 2, 3, 4}) {
+      f.shape = s;
+      EXPECT_FALSE(f.plan(T).direct_down) << "T " << T << " E " << s.num_experts << " H " << s.hidden << " I "
+                                          << s.intermediate;  // (I > 256: a chunk's K more than one batch)
+    }
+  f.shape = MoeShape{128, 4096, 192, 8};  // Qwen3-235B-A22B's TP8: a chunk's K 3 groups
+  EXPECT_TRUE(f.plan(3).direct_down) << f.plan(3).to_string();
   f.shape = MoeShape{256, 6144, 256, 8};
   f.options.finalize = FinalizeMode::kAtomic;
   EXPECT_FALSE(f.plan(4).direct_down);
@@ -533,7 +538,9 @@ TEST(RunPlan, DirectDownRingTakesTensorParallelStepsPastTheDirectPath) {
   rtx.configs = resident_on(120, 188);
   rtx.sms = 188;
   rtx.shape = MoeShape{256, 6144, 256, 8};
-  EXPECT_FALSE(rtx.plan(4).direct_down) << "sm_120: one block an SM, 188 of 384";
+  EXPECT_FALSE(rtx.plan(4).direct_down) << "sm_120";
+  rtx.shape = MoeShape{64, 2048, 256, 8};  // (128 blocks: all resident on 188 SMs, but not measured there)
+  EXPECT_FALSE(rtx.plan(4).direct_down) << "sm_120";
 }
 
 // The direct decode path: taken for at most kMaxDirectDecodePairs pairs when the caller forces nothing, a down warp's
