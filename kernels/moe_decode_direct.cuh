@@ -105,6 +105,17 @@ __device__ __forceinline__ void direct_store_terms(const DirectDecodeParams& p, 
   }
 }
 
+// The call's first `valid` SwiGLU rows (I bf16 each, from L2: gate_up has just written them) into shared memory at
+// `rows`, `row_stride` bytes apart, by the whole block in 16-byte pieces (the caller's __syncthreads follows).
+__device__ __forceinline__ void direct_stage_rows(const DirectDecodeParams& p, int valid, uint8_t* rows, int64_t row_stride) {
+  const int row_chunks = p.intermediate / 8;  // 16-byte pieces of a row
+  for (int i = threadIdx.x; i < valid * row_chunks; i += kDirectThreads) {
+    const int r = i / row_chunks, q = i % row_chunks;
+    *reinterpret_cast<uint4*>(rows + r * row_stride + q * 16) =
+        __ldcg(reinterpret_cast<const uint4*>(p.act + static_cast<int64_t>(r) * p.intermediate) + q);
+  }
+}
+
 // The finalize of the block's 16 columns, by the whole block once every term is in shared memory: each token's slots
 // in slot order (skipped pairs, row -1, add nothing), rounded once to bf16.
 __device__ __forceinline__ void direct_finalize_columns(const DirectDecodeParams& p, const float* terms,
@@ -341,12 +352,7 @@ __global__ void __launch_bounds__(kDirectThreads, kStageWeights ? kDirectDownMin
   ptx::griddep_wait();  // gate_up's SwiGLU rows are complete and visible
   // (No launch_dependents: the pass's last kernel, and where its blocks are more than a wave, the next pass's first
   // kernel would take the slots its later blocks need.)
-  const int row_chunks = I / 8;  // 16-byte pieces of a row
-  for (int i = threadIdx.x; i < valid * row_chunks; i += kDirectThreads) {
-    const int r = i / row_chunks, q = i % row_chunks;
-    *reinterpret_cast<uint4*>(smem + L.act_offset + r * L.row_stride + q * 16) =
-        __ldcg(reinterpret_cast<const uint4*>(p.act + static_cast<int64_t>(r) * I) + q);
-  }
+  direct_stage_rows(p, valid, smem + L.act_offset, L.row_stride);
   __syncthreads();
 
   float* terms = reinterpret_cast<float*>(smem + L.terms_offset);
@@ -453,12 +459,7 @@ __global__ void __launch_bounds__(kDirectThreads, kDirectMinBlocks) moe_direct_d
   for (int r = threadIdx.x; r < valid; r += kDirectThreads) row_of_pair[wr.pair(r)] = r;
   ptx::griddep_wait();  // gate_up's SwiGLU rows are complete and visible
   // (No launch_dependents: the pass's last kernel, as the direct down kernel.)
-  const int row_chunks = I / 8;  // 16-byte pieces of a row
-  for (int i = threadIdx.x; i < valid * row_chunks; i += kDirectThreads) {
-    const int r = i / row_chunks, q = i % row_chunks;
-    *reinterpret_cast<uint4*>(smem + L.act_offset + r * L.row_stride + q * 16) =
-        __ldcg(reinterpret_cast<const uint4*>(p.act + static_cast<int64_t>(r) * I) + q);
-  }
+  direct_stage_rows(p, valid, smem + L.act_offset, L.row_stride);
   __syncthreads();
   float* terms = reinterpret_cast<float*>(smem + L.terms_offset);
   float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};

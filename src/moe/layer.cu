@@ -404,9 +404,8 @@ Status MoeLayer::Impl::run(const MoeForwardArgs& a, void* workspace, size_t work
     ex.num_global_experts = static_cast<int32_t>(s.global_experts());
   }
 
-  // The direct decode path (kernels/moe_decode_direct.cuh): gate_up, then down with the finalize, each routing the
-  // pairs itself (gate_up's block 0 writes the tables). A routing phase alone runs the routing kernel below.
-  if (rp.direct_decode && (phases & (kPhaseGateUp | kPhaseDown))) {
+  // The direct kernels' parameters (the direct path's two, and the ring down kernel after the tiled gate_up).
+  auto direct_params = [&] {
     kernels::DirectDecodeParams d{};
     d.ex = ex;
     d.w13 = weights.w13;
@@ -423,6 +422,12 @@ Status MoeLayer::Impl::run(const MoeForwardArgs& a, void* workspace, size_t work
     d.intermediate = static_cast<int32_t>(s.intermediate);
     d.top_k = static_cast<int32_t>(s.top_k);
     d.bf16_terms = bf16_partials;
+    return d;
+  };
+  // The direct decode path (kernels/moe_decode_direct.cuh): gate_up, then down with the finalize, each routing the
+  // pairs itself (gate_up's block 0 writes the tables). A routing phase alone runs the routing kernel below.
+  if (rp.direct_decode && (phases & (kPhaseGateUp | kPhaseDown))) {
+    kernels::DirectDecodeParams d = direct_params();
     d.gate_up_chunk_blocks = rp.direct.gate_up_chunk_blocks;
     const MoeDirectPlan& dp = rp.direct;
     auto* gate_up_kernel = direct_gate_up_loops(dp.gate_up_chunk_blocks, pairs) ? kernels::moe_direct_gate_up_kernel<true>
@@ -524,19 +529,8 @@ Status MoeLayer::Impl::run(const MoeForwardArgs& a, void* workspace, size_t work
   // Down and the finalize as one kernel after the tiled gate_up (kernels/moe_decode_direct.cuh): it routes the pairs
   // itself, in chunks of the direct path's size, and reads the SwiGLU rows gate_up left in the workspace.
   if ((phases & kPhaseDown) && rp.direct_down) {
-    kernels::DirectDecodeParams d{};
-    d.ex = ex;
+    kernels::DirectDecodeParams d = direct_params();
     d.ex.routing.block_m = kDirectChunkRows;
-    d.w2 = weights.w2;
-    d.s2 = weights.s2;
-    d.alpha2 = weights.alpha2;
-    d.act = reinterpret_cast<__nv_bfloat16*>(wsp + L.act);
-    d.out = static_cast<__nv_bfloat16*>(a.output);
-    d.num_tokens = static_cast<int32_t>(a.num_tokens);
-    d.hidden_dim = static_cast<int32_t>(s.hidden);
-    d.intermediate = static_cast<int32_t>(s.intermediate);
-    d.top_k = static_cast<int32_t>(s.top_k);
-    d.bf16_terms = bf16_partials;
     FP4MOE_CUDA_TRY(launch(kernels::moe_direct_down_ring_kernel, rp.direct_down_blocks, kDirectThreads,
                            rp.direct_down_smem_bytes, stream, pdl_ok && (phases & kPhaseGateUp), d));
     return Status::ok();

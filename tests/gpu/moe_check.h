@@ -240,6 +240,18 @@ inline void run_and_download(Problem& p, const MoeForwardArgs& a, std::vector<ui
   ASSERT_EQ(cudaMemcpy(act->data(), v.act, act->size() * 2, cudaMemcpyDeviceToHost), cudaSuccess);
 }
 
+// Problem q run with `tiled` (the tiled kernels, forced into the other path's order) against another path's output
+// `out`, SwiGLU rows `act` and check() code `check` on the same inputs: bit for bit.
+inline void expect_tiled_bits(Problem& q, const MoeForwardArgs& tiled, const std::vector<uint16_t>& out,
+                              const std::vector<uint16_t>& act, StatusCode check) {
+  std::vector<uint16_t> out_t, act_t;
+  run_and_download(q, tiled, &out_t, &act_t);
+  if (::testing::Test::HasFatalFailure()) return;
+  EXPECT_EQ(act, act_t) << "SwiGLU rows differ from the tiled kernels'";
+  EXPECT_EQ(out, out_t) << "outputs differ from the tiled kernels'";
+  EXPECT_EQ(check, q.layer.check(q.ws.get(), nullptr).code());
+}
+
 // A deterministic layer's output is a function of its inputs: the output p.out holds now (the caller's run) against
 // a rerun with output and workspace poisoned and two CUDA-graph replays of p.args(), bit for bit. *first (if
 // given) receives the output compared against.
@@ -344,6 +356,19 @@ inline void check_against_reference(Problem& p) {
   }
   ASSERT_EQ(bad.load(), 0) << bad.load() << " outputs out of tolerance";
   ::testing::Test::RecordProperty("max_err_over_tol", std::to_string(max_rel));
+}
+
+// p's plan run phase by phase (the testing hooks, as the bench's per-phase times run it: routing with gate_up, then
+// down alone), output and workspace poisoned first, against the reference.
+inline void check_phase_by_phase(Problem& p) {
+  ASSERT_TRUE(p.out.poison(0xFF) && p.ws.poison(0xFF));
+  ASSERT_TRUE(run_phases(p.layer, p.args(), p.ws.get(), p.ws.bytes(), nullptr, kPhaseRouting | kPhaseGateUp).is_ok());
+  ASSERT_EQ(cudaGetLastError(), cudaSuccess);
+  ASSERT_TRUE(run_phases(p.layer, p.args(), p.ws.get(), p.ws.bytes(), nullptr, kPhaseDown).is_ok());
+  ASSERT_EQ(cudaGetLastError(), cudaSuccess);
+  ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  SCOPED_TRACE("phase by phase");
+  check_against_reference(p);
 }
 
 

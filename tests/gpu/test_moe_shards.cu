@@ -309,7 +309,7 @@ TEST(MoeShards, ClusterDecodeMatchesTheReferenceAndTheTiledKernels) {
       if (HasFatalFailure()) return;
       testing::expect_reruns_bit_identical(p);
       if (HasFatalFailure()) return;
-      std::vector<uint16_t> out_c, act_c, out_t, act_t;
+      std::vector<uint16_t> out_c, act_c;
       testing::run_and_download(p, p.args(), &out_c, &act_c);
       if (HasFatalFailure()) return;
       const StatusCode check_c = p.layer.check(p.ws.get(), nullptr).code();
@@ -327,22 +327,10 @@ TEST(MoeShards, ClusterDecodeMatchesTheReferenceAndTheTiledKernels) {
       ASSERT_FALSE(tp.cluster_decode) << tp.to_string();
       ASSERT_EQ(tp.gate_up.block_k, 256) << tp.to_string();
       ASSERT_EQ(tp.gate_up_k_splits, 2) << tp.to_string();
-      testing::run_and_download(q, tiled, &out_t, &act_t);
+      testing::expect_tiled_bits(q, tiled, out_c, act_c, check_c);
       if (HasFatalFailure()) return;
-      EXPECT_EQ(act_c, act_t) << "SwiGLU rows differ from the tiled kernels'";
-      EXPECT_EQ(out_c, out_t) << "outputs differ from the tiled kernels'";
-      EXPECT_EQ(check_c, q.layer.check(q.ws.get(), nullptr).code());
-      // The same plan run phase by phase (the testing hooks; the bench's per-phase times): its config's tiled
-      // kernels, against the reference.
-      ASSERT_TRUE(p.out.poison(0xFF) && p.ws.poison(0xFF));
-      ASSERT_TRUE(testing::run_phases(p.layer, p.args(), p.ws.get(), p.ws.bytes(), nullptr,
-                                      testing::kPhaseRouting | testing::kPhaseGateUp).is_ok());
-      ASSERT_EQ(cudaGetLastError(), cudaSuccess);
-      ASSERT_TRUE(testing::run_phases(p.layer, p.args(), p.ws.get(), p.ws.bytes(), nullptr, testing::kPhaseDown).is_ok());
-      ASSERT_EQ(cudaGetLastError(), cudaSuccess);
-      ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
-      SCOPED_TRACE("phase by phase");
-      testing::check_against_reference(p);
+      // The same plan run phase by phase: its config's tiled kernels.
+      testing::check_phase_by_phase(p);
       if (HasFatalFailure()) return;
     }
   // Not planned: other forced K splits, more pairs than clusters resident at once, another I, the atomic finalize.
@@ -417,7 +405,7 @@ TEST(MoeShards, DirectDownRingMatchesTheReferenceAndTheTiledKernels) {
     if (HasFatalFailure()) return;
     testing::expect_reruns_bit_identical(p);
     if (HasFatalFailure()) return;
-    std::vector<uint16_t> out_d, act_d, out_t, act_t;
+    std::vector<uint16_t> out_d, act_d;
     testing::run_and_download(p, p.args(), &out_d, &act_d);
     if (HasFatalFailure()) return;
     const StatusCode check_d = p.layer.check(p.ws.get(), nullptr).code();
@@ -434,21 +422,10 @@ TEST(MoeShards, DirectDownRingMatchesTheReferenceAndTheTiledKernels) {
     ASSERT_TRUE(q.layer.plan(tiled, &tp).is_ok());
     ASSERT_FALSE(tp.direct_down) << tp.to_string();
     ASSERT_EQ(tp.gate_up.to_string(), plan.gate_up.to_string()) << tp.to_string();
-    testing::run_and_download(q, tiled, &out_t, &act_t);
+    testing::expect_tiled_bits(q, tiled, out_d, act_d, check_d);
     if (HasFatalFailure()) return;
-    EXPECT_EQ(act_d, act_t) << "SwiGLU rows differ from the tiled kernels'";
-    EXPECT_EQ(out_d, out_t) << "outputs differ from the tiled kernels'";
-    EXPECT_EQ(check_d, q.layer.check(q.ws.get(), nullptr).code());
-    // Phase by phase (the testing hooks; the bench's per-phase times): the ring kernel run alone after gate_up.
-    ASSERT_TRUE(p.out.poison(0xFF) && p.ws.poison(0xFF));
-    ASSERT_TRUE(testing::run_phases(p.layer, p.args(), p.ws.get(), p.ws.bytes(), nullptr,
-                                    testing::kPhaseRouting | testing::kPhaseGateUp).is_ok());
-    ASSERT_EQ(cudaGetLastError(), cudaSuccess);
-    ASSERT_TRUE(testing::run_phases(p.layer, p.args(), p.ws.get(), p.ws.bytes(), nullptr, testing::kPhaseDown).is_ok());
-    ASSERT_EQ(cudaGetLastError(), cudaSuccess);
-    ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
-    SCOPED_TRACE("phase by phase");
-    testing::check_against_reference(p);
+    // Phase by phase: the ring kernel run alone after gate_up.
+    testing::check_phase_by_phase(p);
     if (HasFatalFailure()) return;
   }
   // No pair routed here (every id out of range, so every pair skipped and reported): the kernel writes zeros.
