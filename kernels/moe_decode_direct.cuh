@@ -39,7 +39,8 @@ struct DirectDecodeParams {
   __nv_bfloat16* act;           // [P, I] the SwiGLU rows, in permuted order
   __nv_bfloat16* out;           // [T, H]
   int32_t num_tokens, hidden_dim, intermediate, top_k;
-  int32_t gate_up_chunk_blocks;  // gate_up blocks per 16-row tile: each takes every gate_up_chunk_blocks-th chunk
+  int32_t gate_up_chunk_blocks;  // gate_up block rows (blocks per 16-row tile): row y takes the chunk pair y leads and
+                                 // every gate_up_chunk_blocks-th of the chunks led by later pairs
   bool bf16_terms;              // FinalizeMode::kDeterministicBf16: each term rounded to bf16, as its partials are
 };
 

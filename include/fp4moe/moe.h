@@ -164,8 +164,8 @@ struct MoeGemmPlan {
 // The direct decode path of a call (MoeLayerOptions::direct_decode): its two kernels' grids and shared memory.
 struct MoeDirectPlan {
   int gate_up_blocks = 0, down_blocks = 0, threads = 0;
-  // gate_up blocks per weight tile: the chunks uniform routing reaches + 1, at most the pairs (each block takes
-  // every gate_up_chunk_blocks-th chunk)
+  // gate_up blocks per weight tile: the chunks uniform routing reaches + 1, at most the pairs (block row y takes the
+  // chunk pair y leads and every gate_up_chunk_blocks-th of the chunks led by the pairs past the rows)
   int gate_up_chunk_blocks = 0;
   int64_t gate_up_smem_bytes = 0, down_smem_bytes = 0;
   // down's weights staged in shared memory by bulk copies (where that keeps all of its blocks resident beside
