@@ -423,14 +423,14 @@ __global__ void __launch_bounds__(kDirectThreads, kStageWeights ? kDirectDownMin
 // and streams their weights through its kDirectDownRing slots, one bulk copy of weights and one of scales a chunk,
 // the next chunk's copy issued as soon as a slot is free. Each chunk's sum runs in K order on one warp (the tiled
 // kernels' order), so the output is the tiled path's bit for bit where that runs down's K in one split. Launched as a
-// programmatic dependent of gate_up: the routing and the first batches do not depend on it; the SwiGLU rows are
-// read after griddepcontrol.wait.
+// programmatic dependent of gate_up: the routing and the first chunks' weights do not depend on it; the SwiGLU rows
+// are read after griddepcontrol.wait.
 __global__ void __launch_bounds__(kDirectThreads, kDirectMinBlocks) moe_direct_down_ring_kernel(const DirectDecodeParams p) {
   extern __shared__ __align__(16) uint8_t smem[];
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   const int H = p.hidden_dim, I = p.intermediate, tile = blockIdx.x;
   const int pairs = p.ex.routing.num_pairs;
-  const DirectDownRingSmem L = direct_down_ring_smem(pairs, I);
+  const DirectDownSmem L = direct_down_ring_smem(pairs, I);
   constexpr int kB = kDirectDownBatch, kR = kDirectDownRing;
   uint8_t* ws = smem + warp * L.w_warp_bytes;               // slot i's weights at i * kB * 512
   uint8_t* ss = smem + L.s_offset + warp * L.s_warp_bytes;  // and scales at i * kB * 64

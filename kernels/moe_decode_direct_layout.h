@@ -78,26 +78,32 @@ constexpr DirectGateUpSmem direct_gate_up_smem(int64_t num_tokens, int64_t hidde
   return s;
 }
 
-// down: per warp a slot region (with `stage_weights`, kDirectDownBatch K groups of weights and then of block scales,
-// the bulk copies' destination; else only the 512 bytes of its sums), where a warp that splits K writes its fp32
-// sums once it has multiplied its weights; the call's SwiGLU rows (pairs x I bf16, odd 16-byte row stride as above),
-// each row's router-weighted terms of the block's 16 columns (fp32), the permuted row of each pair, and one mbarrier
-// per warp.
+// down: per warp `slots` slot regions (each kDirectDownBatch K groups of weights, then their block scales, the bulk
+// copies' destination; with no slots, only the 512 bytes of the warp's sums, where a warp that splits K writes them once
+// it has multiplied its weights), with `tables` the block's routing tables (block_routing: the ring kernel), the call's
+// SwiGLU rows (pairs x I bf16, odd 16-byte row stride as above), each row's router-weighted terms of the block's 16
+// columns (fp32), the permuted row of each pair, and an mbarrier per slot (at least one a warp).
 struct DirectDownSmem {
-  int64_t w_warp_bytes, s_offset, s_warp_bytes, act_offset, row_stride, terms_offset, rows_offset, bar_offset, total;
+  int64_t w_warp_bytes, s_offset, s_warp_bytes, tables_offset, act_offset, row_stride, terms_offset, rows_offset,
+      bar_offset, total;
 };
-constexpr DirectDownSmem direct_down_smem(int64_t pairs, int64_t intermediate, bool stage_weights) {
+constexpr DirectDownSmem direct_down_smem_slots(int64_t pairs, int64_t intermediate, int slots, bool tables) {
   DirectDownSmem s{};
-  s.w_warp_bytes = stage_weights ? int64_t{kDirectDownBatch} * pack::kWeightGroupBytes : 32 * 4 * 4;
+  s.w_warp_bytes = slots > 0 ? int64_t{slots} * kDirectDownBatch * pack::kWeightGroupBytes : 32 * 4 * 4;
   s.s_offset = kDirectWarps * s.w_warp_bytes;
-  s.s_warp_bytes = stage_weights ? int64_t{kDirectDownBatch} * pack::kScaleGroupBytes : 0;
-  s.act_offset = s.s_offset + kDirectWarps * s.s_warp_bytes;
+  s.s_warp_bytes = int64_t{slots} * kDirectDownBatch * pack::kScaleGroupBytes;
+  s.tables_offset = s.s_offset + kDirectWarps * s.s_warp_bytes;
+  s.act_offset = s.tables_offset + (tables ? int64_t{sizeof(kernels::BlockRoutingTables)} : 0);
   s.row_stride = intermediate * 2 + 16;
   s.terms_offset = s.act_offset + pairs * s.row_stride;
   s.rows_offset = s.terms_offset + pairs * 16 * 4;
   s.bar_offset = s.rows_offset + (pairs * 4 + 15) / 16 * 16;
-  s.total = s.bar_offset + int64_t{kDirectWarps} * 8;
+  s.total = s.bar_offset + int64_t{kDirectWarps} * (slots > 1 ? slots : 1) * 8;
   return s;
+}
+// The direct down kernel's: one slot a warp where it stages its weights, none where they go to registers.
+constexpr DirectDownSmem direct_down_smem(int64_t pairs, int64_t intermediate, bool stage_weights) {
+  return direct_down_smem_slots(pairs, intermediate, stage_weights ? 1 : 0, false);
 }
 static_assert(kDirectDownBatch * pack::kWeightGroupBytes >= 32 * 4 * 4, "a down warp's weight slots hold its 32 lanes' four fp32 sums");
 
@@ -112,26 +118,9 @@ static_assert(kDirectDownBatch * pack::kWeightGroupBytes >= 32 * 4 * 4, "a down 
 inline constexpr int kDirectDownRing = 3;
 inline constexpr int kDirectDownRingMaxPairs = 32;
 
-// Per warp kDirectDownRing slots (each kDirectDownBatch groups of weights, then their block scales), the block's
-// routing tables (block_routing), the call's SwiGLU rows (pairs x I bf16, odd 16-byte stride), each row's terms of
-// the block's 16 columns (fp32), the permuted row of each pair, and an mbarrier per slot.
-struct DirectDownRingSmem {
-  int64_t w_warp_bytes, s_offset, s_warp_bytes, tables_offset, act_offset, row_stride, terms_offset, rows_offset,
-      bar_offset, total;
-};
-constexpr DirectDownRingSmem direct_down_ring_smem(int64_t pairs, int64_t intermediate) {
-  DirectDownRingSmem s{};
-  s.w_warp_bytes = int64_t{kDirectDownRing} * kDirectDownBatch * pack::kWeightGroupBytes;
-  s.s_offset = kDirectWarps * s.w_warp_bytes;
-  s.s_warp_bytes = int64_t{kDirectDownRing} * kDirectDownBatch * pack::kScaleGroupBytes;
-  s.tables_offset = s.s_offset + kDirectWarps * s.s_warp_bytes;
-  s.act_offset = s.tables_offset + int64_t{sizeof(kernels::BlockRoutingTables)};
-  s.row_stride = intermediate * 2 + 16;
-  s.terms_offset = s.act_offset + pairs * s.row_stride;
-  s.rows_offset = s.terms_offset + pairs * 16 * 4;
-  s.bar_offset = s.rows_offset + (pairs * 4 + 15) / 16 * 16;
-  s.total = s.bar_offset + int64_t{kDirectWarps} * kDirectDownRing * 8;
-  return s;
+// The ring kernel's: kDirectDownRing slots a warp and the block's routing tables.
+constexpr DirectDownSmem direct_down_ring_smem(int64_t pairs, int64_t intermediate) {
+  return direct_down_smem_slots(pairs, intermediate, kDirectDownRing, true);
 }
 
 // Registers per thread of the direct kernels: the layer reads them from its kernels at init (cudaFuncGetAttributes);

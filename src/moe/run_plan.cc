@@ -257,6 +257,14 @@ WorkspaceLayout call_workspace_layout(const MoeShape& s, FinalizeMode mode, cons
                           gate_up_split_floats(s, p.num_tokens, p.gate_up_k_splits));
 }
 
+namespace {
+// Blocks of the direct kernels with `smem` bytes of shared memory that one SM of `a` holds (with the runtime's
+// reservation per block), at most the kernels' register bound kDirectMinBlocks.
+int64_t direct_blocks_per_sm(const ArchInfo& a, int64_t smem) {
+  return std::min<int64_t>(kDirectMinBlocks, a.smem_per_sm / (smem + a.reserved_smem_per_block));
+}
+}  // namespace
+
 bool direct_decode_plan(const PlanContext& c, int64_t num_tokens, MoeDirectPlan* out) {
   const MoeShape& s = *c.shape;
   const int64_t pairs = num_tokens * s.top_k;
@@ -270,11 +278,7 @@ bool direct_decode_plan(const PlanContext& c, int64_t num_tokens, MoeDirectPlan*
   // blocks holds: a block that takes a second chunk streams it on through its slots, where a block waiting for a
   // slot would start its routing and copies only when a first-wave block exits (EP8 at T=2: 768 blocks of 80 KB).
   const ArchInfo a = arch_info(c.arch);
-  // Blocks of `smem` bytes that one SM's shared memory holds (with the runtime's reservation per block), at most the
-  // kernels' register bound kDirectMinBlocks.
-  auto per_sm = [&](int64_t smem) {
-    return std::min<int64_t>(kDirectMinBlocks, a.smem_per_sm / (smem + a.reserved_smem_per_block));
-  };
+  auto per_sm = [&](int64_t smem) { return direct_blocks_per_sm(a, smem); };
   const int64_t tiles = 2 * s.intermediate / 16;
   const int64_t gu_smem = direct_gate_up_smem(num_tokens, s.hidden).total;
   int64_t chunk_blocks = std::min(pairs, std::max<int64_t>(chunks, 1) + 1);
@@ -315,11 +319,9 @@ bool direct_down_ring_plan(const PlanContext& c, int64_t num_tokens, int* blocks
   const ArchInfo a = arch_info(c.arch);
   const int64_t smem = direct_down_ring_smem(pairs, s.intermediate).total;
   if (smem > kDirectMaxSmem || a.smem_per_sm <= 0) return false;
-  // Every block resident at once (the kernel's register bound is kDirectMinBlocks an SM): none waits for a slot
-  // that the blocks of the first wave free only when they end.
-  const int64_t per_sm = std::min<int64_t>(kDirectMinBlocks, a.smem_per_sm / (smem + a.reserved_smem_per_block));
+  // Every block resident at once: none waits for a slot that the blocks of the first wave free only when they end.
   const int64_t down_blocks = s.hidden / 16;
-  if (down_blocks > per_sm * c.sms) return false;
+  if (down_blocks > direct_blocks_per_sm(a, smem) * c.sms) return false;
   if (blocks != nullptr) *blocks = static_cast<int>(down_blocks);
   if (smem_bytes != nullptr) *smem_bytes = smem;
   return true;

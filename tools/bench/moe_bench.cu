@@ -157,8 +157,11 @@ Status run_moe_bench(const MoeBenchOptions& o, MoeBenchDevice* dev, std::vector<
       FP4MOE_RETURN_IF_ERROR(layer_plain.init(o.shape, plain, w13, w2, nullptr));
       // (a copy of the weights only where some timed T takes the direct decode path: its only variant)
       bool any_direct = false;
-      for (int64_t T : o.tokens)
-        any_direct = any_direct || (T >= 1 && (plan_of(layer, T, 0).direct_decode || plan_of(layer, T, 0).direct_down));
+      for (int64_t T : o.tokens) {
+        if (T < 1) continue;
+        const MoeRunPlan own = plan_of(layer, T, 0);
+        any_direct = any_direct || own.direct_decode || own.direct_down;
+      }
       if (any_direct) FP4MOE_RETURN_IF_ERROR(layer_tiled.init(o.shape, tiled, w13, w2, nullptr));
       if (o.finalize != FinalizeMode::kAtomic) FP4MOE_RETURN_IF_ERROR(layer_atomic.init(o.shape, atomic, w13, w2, nullptr));
       if (main_det) FP4MOE_RETURN_IF_ERROR(layer_other_det.init(o.shape, other_det, w13, w2, nullptr));
