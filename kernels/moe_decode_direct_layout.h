@@ -5,6 +5,7 @@
 // (src/moe/run_plan.cc decides from it whether a call can take the path). Host and device code include it.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 
 #include "kernels/moe_routing_layout.h"
@@ -98,7 +99,7 @@ constexpr DirectDownSmem direct_down_smem_slots(int64_t pairs, int64_t intermedi
   s.terms_offset = s.act_offset + pairs * s.row_stride;
   s.rows_offset = s.terms_offset + pairs * 16 * 4;
   s.bar_offset = s.rows_offset + (pairs * 4 + 15) / 16 * 16;
-  s.total = s.bar_offset + int64_t{kDirectWarps} * (slots > 1 ? slots : 1) * 8;
+  s.total = s.bar_offset + int64_t{kDirectWarps} * std::max(slots, 1) * 8;
   return s;
 }
 // The direct down kernel's: one slot a warp where it stages its weights, none where they go to registers.

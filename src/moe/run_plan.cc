@@ -278,11 +278,11 @@ bool direct_decode_plan(const PlanContext& c, int64_t num_tokens, MoeDirectPlan*
   // blocks holds: a block that takes a second chunk streams it on through its slots, where a block waiting for a
   // slot would start its routing and copies only when a first-wave block exits (EP8 at T=2: 768 blocks of 80 KB).
   const ArchInfo a = arch_info(c.arch);
-  auto per_sm = [&](int64_t smem) { return direct_blocks_per_sm(a, smem); };
   const int64_t tiles = 2 * s.intermediate / 16;
   const int64_t gu_smem = direct_gate_up_smem(num_tokens, s.hidden).total;
   int64_t chunk_blocks = std::min(pairs, std::max<int64_t>(chunks, 1) + 1);
-  if (c.sms > 0) chunk_blocks = std::max<int64_t>(1, std::min(chunk_blocks, per_sm(gu_smem) * c.sms / tiles));
+  if (c.sms > 0)
+    chunk_blocks = std::max<int64_t>(1, std::min(chunk_blocks, direct_blocks_per_sm(a, gu_smem) * c.sms / tiles));
   const int64_t gate_up_blocks = chunk_blocks * tiles, down_blocks = s.hidden / 16;
   const int64_t staged_smem = direct_down_smem(pairs, s.intermediate, true).total;
   const bool stage = staged_smem <= kDirectMaxSmem &&
@@ -297,7 +297,7 @@ bool direct_decode_plan(const PlanContext& c, int64_t num_tokens, MoeDirectPlan*
   // wave's, the tiled kernels are faster (DeepSeek-V3 TP8 at T=2: 448 down blocks on 396 slots, 36.7 against 31.7 us
   // on the H200; docs/perf/shards.md). (Staged, every down block is resident by construction. Where the SM count is
   // not known, this is not checked.)
-  if (c.sms > 0 && !stage && groups_per_warp > kDirectDownBatch && down_blocks > per_sm(dn_smem) * c.sms)
+  if (c.sms > 0 && !stage && groups_per_warp > kDirectDownBatch && down_blocks > direct_blocks_per_sm(a, dn_smem) * c.sms)
     return false;
   if (gate_up_blocks >= (int64_t{1} << 31) || down_blocks >= (int64_t{1} << 31) || gu_smem > kDirectMaxSmem ||
       dn_smem > kDirectMaxSmem)
