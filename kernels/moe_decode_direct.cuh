@@ -42,18 +42,31 @@ struct DirectDecodeParams {
   int32_t gate_up_chunk_blocks;  // gate_up block rows (blocks per 16-row tile): row y takes the chunk pair y leads and
                                  // every gate_up_chunk_blocks-th of the chunks led by later pairs
   bool bf16_terms;              // FinalizeMode::kDeterministicBf16: each term rounded to bf16, as its partials are
+  int32_t down_staged_rows;      // the direct down kernel's room for SwiGLU rows in shared memory (MoeDirectPlan): a
+                                 // call with more rows reads them from L2
 };
 
 // One 64-wide K group: this warp's 16 weight rows (lane's 16 weight bytes wq and 8 scale bytes sq) times 8 token
 // columns from shared memory; x_row is the lane's ldmatrix row address at the group's first K (token lane % 8,
 // byte offset 16 * (lane / 8)). The multistage kernels' mma.sync step, in the same order.
+// kGlobalRows: the token columns come from the SwiGLU rows in global memory (L2) instead, x_row then being the lane's
+// own B-fragment address (token lane / 4, byte offset 4 * (lane % 4)): each of ldmatrix.x4's four 8x8 matrices j gives
+// lane l the two bf16 of row l / 4 at columns 2 (l % 4) and up, which is the 4 bytes at 16 j + 4 (l % 4) of that row
+// (PTX ISA, "Warp-level matrix load instruction: ldmatrix", the fragment layout of each matrix), so the same
+// registers and the same MMAs, in the same order.
+template <bool kGlobalRows = false>
 __device__ __forceinline__ void direct_group(float (&acc)[4], const uint4 wq, const uint2 sq, const uint8_t* x_row,
                                              const DequantMul& mul) {
   const uint32_t words[4] = {wq.x, wq.y, wq.z, wq.w};
 #pragma unroll
   for (int h = 0; h < 2; ++h) {  // two k16 steps per ldmatrix.x4
     uint32_t b[4];
-    ptx::ldmatrix_x4(b, x_row + h * 64);
+    if constexpr (kGlobalRows) {
+#pragma unroll
+      for (int j = 0; j < 4; ++j) b[j] = __ldcg(reinterpret_cast<const unsigned int*>(x_row + h * 64 + j * 16));
+    } else {
+      ptx::ldmatrix_x4(b, x_row + h * 64);
+    }
     const uint32_t s_g = scale_pair2(sq.x, h, mul), s_g8 = scale_pair2(sq.y, h, mul);
     uint32_t a0[4], a1[4];
     dequant_a_fragments(words[2 * h], words[2 * h + 1], s_g, s_g8, mul, a0, a1);
@@ -64,9 +77,10 @@ __device__ __forceinline__ void direct_group(float (&acc)[4], const uint4 wq, co
 
 // direct_group on K group i of a warp's slots in shared memory: weights at ws + i * 512 (lane's 16 bytes), scales
 // at ss + i * 64 (the lane's row pair's 8 bytes), as both kernels' bulk copies lay them out.
+template <bool kGlobalRows = false>
 __device__ __forceinline__ void direct_group_staged(float (&acc)[4], const uint8_t* ws, const uint8_t* ss, int i, int lane,
                                                     const uint8_t* x_row, const DequantMul& mul) {
-  direct_group(acc, *reinterpret_cast<const uint4*>(ws + i * pack::kWeightGroupBytes + lane * 16),
+  direct_group<kGlobalRows>(acc, *reinterpret_cast<const uint4*>(ws + i * pack::kWeightGroupBytes + lane * 16),
                *reinterpret_cast<const uint2*>(ss + i * pack::kScaleGroupBytes + (lane >> 2) * 8), x_row, mul);
 }
 
@@ -293,16 +307,25 @@ __global__ void __launch_bounds__(kDirectThreads, kDirectMinBlocks) moe_direct_g
 // Weights in batches of kDirectDownBatch K groups: kStageWeights, by two bulk copies of lane 0 into the warp's slots
 // (fewer registers: more blocks resident beside gate_up's); else by each lane's own loads into registers.
 // direct_down_stages_weights says which (the plan's MoeDirectPlan::down_stages_weights).
-template <bool kStageWeights>
+// The SwiGLU rows are staged in shared memory. kRowsMayExceed (where the plan has room for fewer rows than pairs:
+// MoeDirectPlan::down_staged_rows, sized by the rows uniform routing gives, so that an expert-parallel rank's blocks
+// stay resident): a call whose routing puts more rows on this rank reads each MMA's token columns from L2 instead (the
+// same registers: direct_group<true>). A kernel of its own, so that the others keep their code (the runtime branch
+// cost the TP8 step of 2 tokens 1.5-1.9%: docs/perf/history.md).
+template <bool kStageWeights, bool kRowsMayExceed = false>
 __global__ void __launch_bounds__(kDirectThreads, kStageWeights ? kDirectDownMinBlocks : kDirectMinBlocks)
     moe_direct_down_kernel(const DirectDecodeParams p) {
+  // (The plan stages weights only where every pair's row fits: at 48 registers that kernel has none left for the L2
+  // path's addresses.)
+  static_assert(!(kStageWeights && kRowsMayExceed), "staged weights: every pair's row staged");
   extern __shared__ __align__(16) uint8_t smem[];
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   const int H = p.hidden_dim, I = p.intermediate, tile = blockIdx.x;
   const int pairs = p.ex.routing.num_pairs;
   const WarpRouting wr = warp_routing(p.ex.routing, p.ex.num_global_experts, false);
   const int nc = wr.num_chunks;
-  const DirectDownSmem L = direct_down_smem(pairs, I, kStageWeights);
+  // (Without kRowsMayExceed the plan's room is every pair's row.)
+  const DirectDownSmem L = direct_down_smem(pairs, I, kStageWeights, kRowsMayExceed ? p.down_staged_rows : -1);
   const int groups = I / pack::kGroupK;
   const int parts = (nc >= kDirectWarps || nc == 0) ? 1 : kDirectWarps / nc;
   const int part = parts == 1 ? 0 : warp / nc;
@@ -353,7 +376,8 @@ __global__ void __launch_bounds__(kDirectThreads, kStageWeights ? kDirectDownMin
   ptx::griddep_wait();  // gate_up's SwiGLU rows are complete and visible
   // (No launch_dependents: the pass's last kernel, and where its blocks are more than a wave, the next pass's first
   // kernel would take the slots its later blocks need.)
-  direct_stage_rows(p, valid, smem + L.act_offset, L.row_stride);
+  const bool rows_staged = !kRowsMayExceed || valid <= p.down_staged_rows;  // (block-uniform)
+  if (rows_staged) direct_stage_rows(p, valid, smem + L.act_offset, L.row_stride);
   __syncthreads();
 
   float* terms = reinterpret_cast<float*>(smem + L.terms_offset);
@@ -361,8 +385,12 @@ __global__ void __launch_bounds__(kDirectThreads, kStageWeights ? kDirectDownMin
   if (has_task) {
     for (;;) {
       const int row0 = wr.start(c), rows = wr.rows(c);
+      // The token columns from shared memory (ldmatrix rows) or, where the rows are not staged, from L2.
       const uint8_t* x_lane =
-          smem + L.act_offset + (row0 + min(lane & 7, rows - 1)) * L.row_stride + (lane >> 3) * 16;
+          rows_staged
+              ? smem + L.act_offset + (row0 + min(lane & 7, rows - 1)) * L.row_stride + (lane >> 3) * 16
+              : reinterpret_cast<const uint8_t*>(p.act + static_cast<int64_t>(row0 + min(lane >> 2, rows - 1)) * I) +
+                    (lane & 3) * 4;
       float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
       for (int b0 = gk0; b0 < gk1; b0 += kB) {
         if (b0 != gk0) {
@@ -377,11 +405,21 @@ __global__ void __launch_bounds__(kDirectThreads, kStageWeights ? kDirectDownMin
           // they feed; this loop runs after gate_up's rows arrive, on every down warp at once.
 #pragma unroll
           for (int i = 0; i < kB; ++i)
-            if (i < ng) direct_group_staged(acc, ws, ss, i, lane, x_lane + (b0 + i) * 128, p.ex.dequant_mul);
+            if (i < ng) {
+              if (rows_staged)
+                direct_group_staged<false>(acc, ws, ss, i, lane, x_lane + (b0 + i) * 128, p.ex.dequant_mul);
+              else
+                direct_group_staged<true>(acc, ws, ss, i, lane, x_lane + (b0 + i) * 128, p.ex.dequant_mul);
+            }
         } else {
 #pragma unroll
           for (int i = 0; i < kB; ++i)
-            if (i < ng) direct_group(acc, wq[i], sq[i], x_lane + (b0 + i) * 128, p.ex.dequant_mul);
+            if (i < ng) {
+              if (rows_staged)
+                direct_group<false>(acc, wq[i], sq[i], x_lane + (b0 + i) * 128, p.ex.dequant_mul);
+              else
+                direct_group<true>(acc, wq[i], sq[i], x_lane + (b0 + i) * 128, p.ex.dequant_mul);
+            }
         }
       }
       __syncwarp();  // (every lane has read the batch: its slots may be overwritten)

@@ -39,6 +39,11 @@ inline constexpr int64_t kDirectMaxSmem = 96 * 1024;
 // batches (the TP8 shard at T <= 2, the EP8 shard at T <= 2, whose one or two chunks split K over the warps) and
 // loses where it is more (TP8 at T=4: 4 chunks a warp; the unsharded layer: K = 2048, 32 groups a warp).
 inline constexpr int kDirectMaxDownGroupsPerWarp = 8;
+// Where a step has fewer chunks than down has warps, so that the warps split each chunk's K: an expert-parallel rank's
+// step of 3 or 4 tokens (few local experts, each of the full I), up to four batches a warp. Each batch after the first
+// is a round trip, but one that every warp of every block takes at once, against the tiled kernels' split-K fix-up,
+// partial sums and finalize (Qwen3-235B-A22B's EP8 rank at T=3 on the H200: docs/perf/shards.md).
+inline constexpr int kDirectMaxDownGroupsPerWarpSplit = 16;
 
 // A down warp's K groups for `chunks` chunks of `groups` groups each (kernels/moe_decode_direct.cuh: the warps take
 // the chunks in turn; with fewer chunks than warps, kDirectWarps / chunks warps split each chunk's K).
@@ -82,13 +87,15 @@ constexpr DirectGateUpSmem direct_gate_up_smem(int64_t num_tokens, int64_t hidde
 // down: per warp `slots` slot regions (each kDirectDownBatch K groups of weights, then their block scales, the bulk
 // copies' destination; with no slots, only the 512 bytes of the warp's sums, where a warp that splits K writes them once
 // it has multiplied its weights), with `tables` the block's routing tables (block_routing: the ring kernel), the call's
-// SwiGLU rows (pairs x I bf16, odd 16-byte row stride as above), each row's router-weighted terms of the block's 16
-// columns (fp32), the permuted row of each pair, and an mbarrier per slot (at least one a warp).
+// SwiGLU rows (`act_rows` of them, I bf16 each, odd 16-byte row stride as above: every pair's where act_rows < 0; a
+// call with more rows than that reads them from L2 instead), each row's router-weighted terms of the block's 16 columns
+// (fp32), the permuted row of each pair, and an mbarrier per slot (at least one a warp).
 struct DirectDownSmem {
   int64_t w_warp_bytes, s_offset, s_warp_bytes, tables_offset, act_offset, row_stride, terms_offset, rows_offset,
       bar_offset, total;
 };
-constexpr DirectDownSmem direct_down_smem_slots(int64_t pairs, int64_t intermediate, int slots, bool tables) {
+constexpr DirectDownSmem direct_down_smem_slots(int64_t pairs, int64_t intermediate, int slots, bool tables,
+                                                int64_t act_rows = -1) {
   DirectDownSmem s{};
   s.w_warp_bytes = slots > 0 ? int64_t{slots} * kDirectDownBatch * pack::kWeightGroupBytes : 32 * 4 * 4;
   s.s_offset = kDirectWarps * s.w_warp_bytes;
@@ -96,15 +103,16 @@ constexpr DirectDownSmem direct_down_smem_slots(int64_t pairs, int64_t intermedi
   s.tables_offset = s.s_offset + kDirectWarps * s.s_warp_bytes;
   s.act_offset = s.tables_offset + (tables ? int64_t{sizeof(kernels::BlockRoutingTables)} : 0);
   s.row_stride = intermediate * 2 + 16;
-  s.terms_offset = s.act_offset + pairs * s.row_stride;
+  s.terms_offset = s.act_offset + (act_rows < 0 ? pairs : act_rows) * s.row_stride;
   s.rows_offset = s.terms_offset + pairs * 16 * 4;
   s.bar_offset = s.rows_offset + (pairs * 4 + 15) / 16 * 16;
   s.total = s.bar_offset + int64_t{kDirectWarps} * std::max(slots, 1) * 8;
   return s;
 }
-// The direct down kernel's: one slot a warp where it stages its weights, none where they go to registers.
-constexpr DirectDownSmem direct_down_smem(int64_t pairs, int64_t intermediate, bool stage_weights) {
-  return direct_down_smem_slots(pairs, intermediate, stage_weights ? 1 : 0, false);
+// The direct down kernel's: one slot a warp where it stages its weights, none where they go to registers; room for
+// `act_rows` SwiGLU rows (MoeDirectPlan::down_staged_rows; every pair's where negative).
+constexpr DirectDownSmem direct_down_smem(int64_t pairs, int64_t intermediate, bool stage_weights, int64_t act_rows = -1) {
+  return direct_down_smem_slots(pairs, intermediate, stage_weights ? 1 : 0, false, act_rows);
 }
 static_assert(kDirectDownBatch * pack::kWeightGroupBytes >= 32 * 4 * 4, "a down warp's weight slots hold its 32 lanes' four fp32 sums");
 

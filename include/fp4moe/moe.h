@@ -171,6 +171,9 @@ struct MoeDirectPlan {
   // down's weights staged in shared memory by bulk copies (where that keeps all of its blocks resident beside
   // gate_up's), else loaded into registers
   bool down_stages_weights = false;
+  // the SwiGLU rows down stages in shared memory (at most the pairs; fewer on an expert-parallel rank, sized by the
+  // rows uniform routing gives it): a call whose routing gives the rank more reads them from L2
+  int down_staged_rows = 0;
   std::string to_string() const;  // "gate_up 256 blocks (K over 8 warps, 67,728 B smem), down + finalize 384 blocks (...)"
 };
 

@@ -236,6 +236,7 @@ Status MoeLayer::init(const MoeShape& shape, const MoeLayerOptions& options, con
                         reinterpret_cast<const void*>(kernels::moe_direct_gate_up_kernel<true>),
                         reinterpret_cast<const void*>(kernels::moe_direct_down_kernel<false>),
                         reinterpret_cast<const void*>(kernels::moe_direct_down_kernel<true>),
+                        reinterpret_cast<const void*>(kernels::moe_direct_down_kernel<false, true>),
                         reinterpret_cast<const void*>(kernels::moe_direct_down_ring_kernel)})
     FP4MOE_CUDA_TRY(cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(kDirectMaxSmem)));
   // The direct kernels' registers as built, for the plan's residency arithmetic (direct_down_stages_weights).
@@ -429,10 +430,13 @@ Status MoeLayer::Impl::run(const MoeForwardArgs& a, void* workspace, size_t work
   if (rp.direct_decode && (phases & (kPhaseGateUp | kPhaseDown))) {
     kernels::DirectDecodeParams d = direct_params();
     d.gate_up_chunk_blocks = rp.direct.gate_up_chunk_blocks;
+    d.down_staged_rows = rp.direct.down_staged_rows;
     const MoeDirectPlan& dp = rp.direct;
     auto* gate_up_kernel = direct_gate_up_loops(dp.gate_up_chunk_blocks, pairs) ? kernels::moe_direct_gate_up_kernel<true>
                                                                                 : kernels::moe_direct_gate_up_kernel<false>;
-    auto* down_kernel = dp.down_stages_weights ? kernels::moe_direct_down_kernel<true> : kernels::moe_direct_down_kernel<false>;
+    auto* down_kernel = dp.down_stages_weights                ? kernels::moe_direct_down_kernel<true>
+                        : dp.down_staged_rows < pairs ? kernels::moe_direct_down_kernel<false, true>
+                                                      : kernels::moe_direct_down_kernel<false>;
     if (phases & kPhaseGateUp)
       FP4MOE_CUDA_TRY(launch(gate_up_kernel, dp.gate_up_blocks, dp.threads, dp.gate_up_smem_bytes, stream, pdl_ok, d));
     if (phases & kPhaseDown)

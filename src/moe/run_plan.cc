@@ -22,7 +22,8 @@ std::string MoeGemmPlan::to_string() const {
 std::string MoeDirectPlan::to_string() const {
   return "gate_up " + std::to_string(gate_up_blocks) + " blocks (K over " + std::to_string(threads / 32) + " warps, " +
          with_commas(gate_up_smem_bytes) + " B smem), down + finalize " + std::to_string(down_blocks) + " blocks (" +
-         with_commas(down_smem_bytes) + " B smem, weights " + (down_stages_weights ? "staged" : "in registers") + "), " +
+         with_commas(down_smem_bytes) + " B smem, weights " + (down_stages_weights ? "staged" : "in registers") +
+         ", SwiGLU rows staged up to " + std::to_string(down_staged_rows) + "), " +
          std::to_string(threads) + " threads, mma.sync";
 }
 
@@ -272,7 +273,8 @@ bool direct_decode_plan(const PlanContext& c, int64_t num_tokens, MoeDirectPlan*
   // The chunks T tokens of uniform routing reach (one per local expert with a token: T <= 8 rows each).
   const int64_t chunks = static_cast<int64_t>(std::ceil(expected_local_experts(s, num_tokens) - 1e-9));
   const int64_t groups_per_warp = direct_down_groups_per_warp(std::max<int64_t>(chunks, 1), s.intermediate / 64);
-  if (groups_per_warp > kDirectMaxDownGroupsPerWarp) return false;
+  if (groups_per_warp > (chunks < kDirectWarps ? kDirectMaxDownGroupsPerWarpSplit : kDirectMaxDownGroupsPerWarp))
+    return false;
   // gate_up: a block per tile for each chunk uniform routing reaches, and one more (the blocks take the chunks in
   // turn: a step that reaches more is correct, a little slower), but no more block rows than one wave of resident
   // blocks holds: a block that takes a second chunk streams it on through its slots, where a block waiting for a
@@ -284,27 +286,41 @@ bool direct_decode_plan(const PlanContext& c, int64_t num_tokens, MoeDirectPlan*
   if (c.sms > 0)
     chunk_blocks = std::max<int64_t>(1, std::min(chunk_blocks, direct_blocks_per_sm(a, gu_smem) * c.sms / tiles));
   const int64_t gate_up_blocks = chunk_blocks * tiles, down_blocks = s.hidden / 16;
-  const int64_t staged_smem = direct_down_smem(pairs, s.intermediate, true).total;
-  const bool stage = staged_smem <= kDirectMaxSmem &&
-                     direct_down_stages_weights(gate_up_blocks, down_blocks, gu_smem, staged_smem, c.sms, a.smem_per_sm,
-                                                a.reserved_smem_per_block, a.regs_per_sm,
-                                                direct_gate_up_loops(chunk_blocks, pairs) ? c.direct_regs.gate_up_loop
-                                                                                          : c.direct_regs.gate_up,
-                                                c.direct_regs.down_staged);
-  const int64_t dn_smem = stage ? staged_smem : direct_down_smem(pairs, s.intermediate, false).total;
-  // A down warp with more than one batch of weights to stream pays a round trip per batch after its first; where
-  // down's grid also takes a second wave of blocks, whose routing, weights and activations all come after the first
-  // wave's, the tiled kernels are faster (DeepSeek-V3 TP8 at T=2: 448 down blocks on 396 slots, 36.7 against 31.7 us
-  // on the H200; docs/perf/shards.md). (Staged, every down block is resident by construction. Where the SM count is
-  // not known, this is not checked.)
-  if (c.sms > 0 && !stage && groups_per_warp > kDirectDownBatch && down_blocks > direct_blocks_per_sm(a, dn_smem) * c.sms)
-    return false;
-  if (gate_up_blocks >= (int64_t{1} << 31) || down_blocks >= (int64_t{1} << 31) || gu_smem > kDirectMaxSmem ||
-      dn_smem > kDirectMaxSmem)
-    return false;
+  if (gate_up_blocks >= (int64_t{1} << 31) || down_blocks >= (int64_t{1} << 31) || gu_smem > kDirectMaxSmem) return false;
+  // Down with room for `rows` SwiGLU rows: whether it fits, and how (its weights staged or in registers).
+  auto down_fits = [&](int64_t rows, bool* stage, int64_t* smem) {
+    const int64_t staged_smem = direct_down_smem(pairs, s.intermediate, true, rows).total;
+    *stage = rows == pairs && staged_smem <= kDirectMaxSmem &&  // (the staged kernel has no L2 path for the rows)
+             direct_down_stages_weights(gate_up_blocks, down_blocks, gu_smem, staged_smem, c.sms, a.smem_per_sm,
+                                        a.reserved_smem_per_block, a.regs_per_sm,
+                                        direct_gate_up_loops(chunk_blocks, pairs) ? c.direct_regs.gate_up_loop
+                                                                                  : c.direct_regs.gate_up,
+                                        c.direct_regs.down_staged);
+    *smem = *stage ? staged_smem : direct_down_smem(pairs, s.intermediate, false, rows).total;
+    // A down warp with more than one batch of weights to stream pays a round trip per batch after its first; where
+    // down's grid also takes a second wave of blocks, whose routing, weights and activations all come after the first
+    // wave's, the tiled kernels are faster (DeepSeek-V3 TP8 at T=2: 448 down blocks on 396 slots, 36.7 against 31.7
+    // us on the H200; docs/perf/shards.md). (Staged, every down block is resident by construction. Where the SM
+    // count is not known, this is not checked.)
+    if (c.sms > 0 && !*stage && groups_per_warp > kDirectDownBatch &&
+        down_blocks > direct_blocks_per_sm(a, *smem) * c.sms)
+      return false;
+    return *smem <= kDirectMaxSmem;
+  };
+  // Room for every pair's row where that fits; else, on an expert-parallel rank, for fewer, but at least twice the
+  // rows uniform routing gives it and a chunk's worth (GLM-5's EP8 rank at T=3: 24 pairs, 3 of them its own on
+  // average, 17 rows of I = 2048 keep three down blocks an SM). A call with more reads them from L2.
+  const double local_pairs = static_cast<double>(pairs) * static_cast<double>(s.num_experts) /
+                             static_cast<double>(s.global_experts());
+  const int64_t min_rows = std::min<int64_t>(
+      pairs, std::max<int64_t>(kDirectChunkRows, static_cast<int64_t>(std::ceil(2.0 * local_pairs - 1e-9))));
+  bool stage = false;
+  int64_t dn_smem = 0, rows = pairs;
+  while (rows >= min_rows && !down_fits(rows, &stage, &dn_smem)) --rows;
+  if (rows < min_rows) return false;
   if (out != nullptr)
     *out = MoeDirectPlan{static_cast<int>(gate_up_blocks), static_cast<int>(down_blocks), kDirectThreads,
-                         static_cast<int>(chunk_blocks), gu_smem, dn_smem, stage};
+                         static_cast<int>(chunk_blocks), gu_smem, dn_smem, stage, static_cast<int>(rows)};
   return true;
 }
 

@@ -113,10 +113,13 @@ int heuristic_down_k_splits(const PlanContext& c, int64_t num_tokens, int index)
 double expected_local_experts(const MoeShape& s, int64_t num_tokens);
 
 // Whether a call of T tokens takes the direct decode path -- at most kMaxDirectDecodePairs pairs, the chunks uniform
-// routing reaches give a down warp at most kDirectMaxDownGroupsPerWarp K groups, both kernels' shared memory within
-// kDirectMaxSmem, grids within int32 -- and its plan (out may be null): down stages its weights in shared memory where
-// direct_down_stages_weights says so for c.sms SMs of c.arch's shared memory. make_run_plan takes it where the options
-// allow (direct_decode and fuse_small_routing) and the caller forces nothing.
+// routing reaches give a down warp at most kDirectMaxDownGroupsPerWarp K groups (kDirectMaxDownGroupsPerWarpSplit where
+// they are fewer than the warps, which then split each chunk's K), both kernels' shared memory within kDirectMaxSmem,
+// grids within int32 -- and its plan (out may be null): down stages its weights in shared memory where
+// direct_down_stages_weights says so for c.sms SMs of c.arch's shared memory, and room for every pair's SwiGLU row
+// where that fits (on an expert-parallel rank at least for twice the rows uniform routing gives it, the rest then from
+// L2). make_run_plan takes it where the options allow (direct_decode and fuse_small_routing) and the caller forces
+// nothing.
 bool direct_decode_plan(const PlanContext& c, int64_t num_tokens, MoeDirectPlan* out);
 
 // Whether a call of T tokens that does not take the direct path runs down and the finalize as one kernel after the

@@ -108,6 +108,39 @@ TEST(MoeDirect, RepeatedIdsOfOneTokenGetTwoRows) {
   testing::check_against_reference(p);
 }
 
+// An expert-parallel rank's step of a few tokens: fewer chunks than warps, whose K down's warps split (16 K groups, four
+// weight batches a warp, at I = 2048 over 2 warps), and room in down's shared memory for fewer SwiGLU rows than pairs
+// (the plan sizes it by the rows uniform routing over 256 experts gives 32 of them). With every pair on this rank
+// (ids in [0, E)) the rows past that room come from L2: the outputs match the reference, and a rerun gives the same bits.
+TEST(MoeDirect, ExpertParallelRankReadsTheRowsPastItsRoomFromL2) {
+  FP4MOE_SKIP_WITHOUT_GPU();
+  struct EpCase {
+    Case c;
+    bool rows_from_l2;  // the call has more rows than down stages
+  };
+  const EpCase cases[] = {
+      {Case{3, 32, 1024, 2048, 8}, true},  // 24 rows (8 to 24 chunks), room for 22
+      {Case{4, 32, 1024, 2048, 8}, true},  // 32 rows
+      {Case{1, 16, 1024, 2048, 3}, false},  // 3 chunks: 2 warps a chunk, 16 K groups each, the rows staged
+  };
+  for (EpCase ec : cases) {
+    ec.c.global_experts = ec.c.E == 32 ? 256 : 128;
+    SCOPED_TRACE(ec.c.name());
+    Problem p;
+    p.setup(ec.c, devdata::fresh_seed() % 1000003);
+    if (HasFatalFailure()) return;
+    const MoeRunPlan rp = testing::plan_of(p.layer, ec.c.T);
+    ASSERT_TRUE(rp.direct_decode) << rp.to_string();
+    EXPECT_EQ(rp.direct.down_staged_rows < ec.c.T * ec.c.k, ec.rows_from_l2) << rp.to_string();
+    if (!ec.rows_from_l2) EXPECT_EQ(chunks_of(p), 3) << "three distinct experts: 2 down warps a chunk";
+    p.run_poisoned();
+    if (HasFatalFailure()) return;
+    testing::check_against_reference(p);
+    if (HasFatalFailure()) return;
+    testing::expect_reruns_bit_identical(p);
+  }
+}
+
 // Where the tiled kernels add in the same order -- gate_up with K in 8 splits (the 8 warps' ranges), the 8-token
 // tile, down unsplit with one K tile, at least 8 chunks -- the direct path's SwiGLU rows and outputs are the same
 // bits, in both deterministic finalize modes, also with a non-finite router weight (skipped, reported by check()).

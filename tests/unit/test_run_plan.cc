@@ -544,7 +544,8 @@ TEST(RunPlan, DirectDownRingTakesTensorParallelStepsPastTheDirectPath) {
 }
 
 // The direct decode path: taken for at most kMaxDirectDecodePairs pairs when the caller forces nothing, a down warp's
-// K groups stay within kDirectMaxDownGroupsPerWarp and both kernels' shared memory fits; its plan says what runs (no
+// K groups stay within kDirectMaxDownGroupsPerWarp (kDirectMaxDownGroupsPerWarpSplit where the warps split the chunks'
+// K) and both kernels' shared memory fits; its plan says what runs (no
 // K splits, 8-row chunks) and its workspace holds no partial sums; forcing block_m or a split, or either option
 // off, keeps the tiled kernels.
 TEST(RunPlan, DirectDecodeTakesShortShardSteps) {
@@ -567,6 +568,7 @@ TEST(RunPlan, DirectDecodeTakesShortShardSteps) {
     // down stages its weights. T=2: 256 gate_up blocks of 84,128 B leave room for 2 of 28,032 B, 264 < 384.
     EXPECT_EQ(p.direct.down_stages_weights, T == 1) << p.to_string();
     EXPECT_EQ(p.direct.down_smem_bytes, direct_down_smem(T * 8, 256, T == 1).total);
+    EXPECT_EQ(p.direct.down_staged_rows, T * 8) << "every pair is this shard's: room for each row";
     EXPECT_NE(p.to_string().find("direct decode"), std::string::npos) << p.to_string();
     const WorkspaceLayout L = call_workspace_layout(f.shape, f.options.finalize, p);
     EXPECT_EQ(L.gu_split, L.partial) << "no partial rows";
@@ -613,12 +615,31 @@ TEST(RunPlan, DirectDecodeTakesShortShardSteps) {
   f.sms = 132;
   EXPECT_FALSE(f.plan(1).direct.down_stages_weights) << "8 activation rows of K = 2048: one staged down block an SM";
   EXPECT_TRUE(f.plan(2).direct_decode);
-  EXPECT_FALSE(f.plan(3).direct_decode);
+  EXPECT_EQ(f.plan(2).direct.down_staged_rows, 16) << "16 pairs' rows of 4,112 B fit beside 3 blocks an SM";
+  // T=3: three local chunks expected, two warps each, 16 K groups a warp (the split limit). Every pair's row would
+  // take 98,688 B; room for 17 keeps 3 down blocks an SM (384 on 396 slots), more than the 8 that twice the 3 rows
+  // uniform routing gives (and a chunk's worth) ask for. A call with more reads them from L2. T=4: gate_up's blocks
+  // would stage 4 token rows of H = 6144 beside their weights, past the direct kernels' 96 KB.
+  EXPECT_EQ(direct_down_groups_per_warp(3, 32), 16);
+  const MoeRunPlan p3 = f.plan(3);
+  EXPECT_TRUE(p3.direct_decode) << p3.to_string();
+  EXPECT_FALSE(p3.direct.down_stages_weights);
+  EXPECT_EQ(p3.direct.down_staged_rows, 17) << p3.to_string();
+  EXPECT_EQ(p3.direct.down_smem_bytes, direct_down_smem(24, 2048, false, 17).total);
+  EXPECT_LE(3 * (p3.direct.down_smem_bytes + 1024), 233472);
+  EXPECT_NE(p3.to_string().find("SwiGLU rows staged up to 17"), std::string::npos) << p3.to_string();
+  EXPECT_GT(direct_gate_up_smem(4, 6144).total, kDirectMaxSmem);
+  EXPECT_FALSE(f.plan(4).direct_decode);
+  EXPECT_FALSE(f.plan(5).direct_decode) << "40 pairs: past the warp routing's range";
+  f.shape = MoeShape{64, 6144, 2048, 8, 256, 0};  // EP4: two chunks at T=1 (4 warps each), four at T=2
+  EXPECT_TRUE(f.plan(2).direct_decode);
+  EXPECT_FALSE(f.plan(3).direct_decode) << "six chunks: a warp each, 32 K groups";
   // The unsharded layer: 8 chunks of 32 K groups, one per warp: the tiled kernels.
   f.shape = MoeShape{256, 6144, 2048, 8};
   EXPECT_FALSE(f.plan(1).direct_decode);
   f.shape = MoeShape{128, 4096, 1536 / 8, 8};  // Qwen3-235B-A22B TP8: I = 192, 3 K groups
   EXPECT_TRUE(f.plan(1).direct_decode);
+  EXPECT_EQ(f.plan(1).direct.down_staged_rows, 8) << "a TP shard: every pair's row, always";
   f.shape = MoeShape{256, 6144, 256, 8};
   f.options.fuse_small_routing = false;
   EXPECT_FALSE(f.plan(1).direct_decode) << "the routing kernel asked for";
