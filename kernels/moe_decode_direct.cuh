@@ -77,10 +77,9 @@ __device__ __forceinline__ void direct_group(float (&acc)[4], const uint4 wq, co
 
 // direct_group on K group i of a warp's slots in shared memory: weights at ws + i * 512 (lane's 16 bytes), scales
 // at ss + i * 64 (the lane's row pair's 8 bytes), as both kernels' bulk copies lay them out.
-template <bool kGlobalRows = false>
 __device__ __forceinline__ void direct_group_staged(float (&acc)[4], const uint8_t* ws, const uint8_t* ss, int i, int lane,
                                                     const uint8_t* x_row, const DequantMul& mul) {
-  direct_group<kGlobalRows>(acc, *reinterpret_cast<const uint4*>(ws + i * pack::kWeightGroupBytes + lane * 16),
+  direct_group(acc, *reinterpret_cast<const uint4*>(ws + i * pack::kWeightGroupBytes + lane * 16),
                *reinterpret_cast<const uint2*>(ss + i * pack::kScaleGroupBytes + (lane >> 2) * 8), x_row, mul);
 }
 
@@ -405,13 +404,8 @@ __global__ void __launch_bounds__(kDirectThreads, kStageWeights ? kDirectDownMin
           // they feed; this loop runs after gate_up's rows arrive, on every down warp at once.
 #pragma unroll
           for (int i = 0; i < kB; ++i)
-            if (i < ng) {
-              if (rows_staged)
-                direct_group_staged<false>(acc, ws, ss, i, lane, x_lane + (b0 + i) * 128, p.ex.dequant_mul);
-              else
-                direct_group_staged<true>(acc, ws, ss, i, lane, x_lane + (b0 + i) * 128, p.ex.dequant_mul);
-            }
-        } else {
+            if (i < ng) direct_group_staged(acc, ws, ss, i, lane, x_lane + (b0 + i) * 128, p.ex.dequant_mul);
+        } else {  // (the only kernel with rows that may come from L2)
 #pragma unroll
           for (int i = 0; i < kB; ++i)
             if (i < ng) {

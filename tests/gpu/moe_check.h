@@ -148,11 +148,10 @@ struct Problem {
   void setup(const Case& cs, uint64_t s) {
     c = cs;
     seed = s;
-    const MoeShape shape{c.E, c.H, c.I, c.k};
+    const MoeShape shape{c.E, c.H, c.I, c.k, c.global_experts, 0};  // (0 global experts: the E of an unsharded layer)
     ASSERT_TRUE(make_weights(shape, seed, c.dequant_kind, &w13, &w2));
     make_inputs(shape, c.T, c.routing, seed, &in);
-    const MoeShape rank{c.E, c.H, c.I, c.k, c.global_experts, 0};
-    const Status st = layer.init(c.global_experts ? rank : shape, options_for(c), w13.device(), w2.device(), nullptr);
+    const Status st = layer.init(shape, options_for(c), w13.device(), w2.device(), nullptr);
     ASSERT_TRUE(st.is_ok()) << st.to_string();
     hidden.alloc(in.hidden.size() * 2);
     ids.alloc(in.ids.size() * 4);

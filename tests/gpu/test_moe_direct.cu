@@ -116,15 +116,16 @@ TEST(MoeDirect, ExpertParallelRankReadsTheRowsPastItsRoomFromL2) {
   FP4MOE_SKIP_WITHOUT_GPU();
   struct EpCase {
     Case c;
+    int64_t global_experts;
     bool rows_from_l2;  // the call has more rows than down stages
   };
   const EpCase cases[] = {
-      {Case{3, 32, 1024, 2048, 8}, true},  // 24 rows (8 to 24 chunks), room for 22
-      {Case{4, 32, 1024, 2048, 8}, true},  // 32 rows
-      {Case{1, 16, 1024, 2048, 3}, false},  // 3 chunks: 2 warps a chunk, 16 K groups each, the rows staged
+      {Case{3, 32, 1024, 2048, 8}, 256, true},   // 24 rows (8 to 24 chunks), room for 22
+      {Case{4, 32, 1024, 2048, 8}, 256, true},   // 32 rows
+      {Case{1, 16, 1024, 2048, 3}, 128, false},  // 3 chunks: 2 warps a chunk, 16 K groups each, the rows staged
   };
   for (EpCase ec : cases) {
-    ec.c.global_experts = ec.c.E == 32 ? 256 : 128;
+    ec.c.global_experts = ec.global_experts;
     SCOPED_TRACE(ec.c.name());
     Problem p;
     p.setup(ec.c, devdata::fresh_seed() % 1000003);
