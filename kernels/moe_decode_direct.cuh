@@ -95,14 +95,14 @@ __device__ __forceinline__ void init_warp_barriers(uint32_t bar, int count) {
 }
 
 // Chunk cc's router-weighted terms of the block's 16 columns into terms[row * 16 + column], as the deterministic down
-// epilogue stores them (alpha x router weight, then rounded to bf16 where the partials are). Called by whole warps
-// (WarpRouting reads the weights by shuffles).
+// epilogue stores them (alpha x router weight, then rounded to bf16 where the partials are). alpha is the chunk's
+// expert's, from the caller: the direct down kernel reads it before its wait, so that its round trip overlaps gate_up
+// rather than following the chunk's MMAs. Called by whole warps (WarpRouting reads the weights by shuffles).
 template <class Routing>
-__device__ __forceinline__ void direct_store_terms(const DirectDecodeParams& p, const Routing& wr, int cc,
+__device__ __forceinline__ void direct_store_terms(const DirectDecodeParams& p, const Routing& wr, int cc, float alpha,
                                                    const float (&acc)[4], float* terms) {
   const int lane = threadIdx.x & 31, g8 = lane >> 2, t4 = lane & 3;
-  const int e = wr.expert(cc), row0 = wr.start(cc), rows = wr.rows(cc);
-  const float alpha = p.alpha2[e];
+  const int row0 = wr.start(cc), rows = wr.rows(cc);
 #pragma unroll
   for (int k = 0; k < 2; ++k) {
     const int m = t4 * 2 + k;
@@ -250,6 +250,9 @@ __global__ void __launch_bounds__(kDirectThreads, kDirectMinBlocks) moe_direct_g
   for (int i = 0; chunk < nc; ++i) {  // (block-uniform)
     if (kChunkLoop && i > 0) __syncthreads();  // warp 0 has read the previous chunk's sums
     const int e = wr.expert(chunk), row0 = wr.start(chunk), rows = wr.rows(chunk);
+    // The expert's alpha, read before the pieces are waited for: its round trip then overlaps the weights' stream
+    // instead of following the block's last MMA (warp 0 uses it, every lane reads it).
+    const float alpha = p.alpha13[e];
     const int next = kChunkLoop ? row_chunk(i + 1) : nc;
     const bool has_next = kChunkLoop && next < nc;
     const int e_next = has_next ? wr.expert(next) : 0;
@@ -279,7 +282,6 @@ __global__ void __launch_bounds__(kDirectThreads, kDirectMinBlocks) moe_direct_g
     *reinterpret_cast<float4*>(red + (warp * 32 + lane) * 4) = make_float4(acc[0], acc[1], acc[2], acc[3]);
     __syncthreads();
     if (warp == 0) {
-      const float alpha = p.alpha13[e];
       float s[4];
 #pragma unroll
       for (int j = 0; j < 4; ++j) s[j] = red[lane * 4 + j];
@@ -365,6 +367,13 @@ __global__ void __launch_bounds__(kDirectThreads, kStageWeights ? kDirectDownMin
     }
   };
   if (has_task) load(c, gk0, false);
+  // Chunk c's alpha (a weight, like the copies just issued: read before the wait, so that its round trip overlaps
+  // gate_up instead of following this warp's MMAs).
+  float alpha = 0.0f;
+  {
+    const int e = wr.expert(c);  // (a shuffle: every lane)
+    if (has_task) alpha = p.alpha2[e];
+  }
   const int valid = nc > 0 ? wr.start(nc - 1) + wr.rows(nc - 1) : 0;  // rows of the permutation
   int32_t* row_of_pair = reinterpret_cast<int32_t*>(smem + L.rows_offset);
   if (warp == 0) {
@@ -380,7 +389,7 @@ __global__ void __launch_bounds__(kDirectThreads, kStageWeights ? kDirectDownMin
   __syncthreads();
 
   float* terms = reinterpret_cast<float*>(smem + L.terms_offset);
-  auto store_terms = [&](int cc, const float (&acc)[4]) { direct_store_terms(p, wr, cc, acc, terms); };
+  auto store_terms = [&](int cc, const float (&acc)[4]) { direct_store_terms(p, wr, cc, alpha, acc, terms); };
   if (has_task) {
     for (;;) {
       const int row0 = wr.start(c), rows = wr.rows(c);
@@ -425,6 +434,7 @@ __global__ void __launch_bounds__(kDirectThreads, kStageWeights ? kDirectDownMin
       c += kDirectWarps;
       if (c >= nc) break;
       load(c, gk0, true);
+      alpha = p.alpha2[wr.expert(c)];
     }
   }
   if (parts > 1) {
@@ -512,7 +522,7 @@ __global__ void __launch_bounds__(kDirectThreads, kDirectMinBlocks) moe_direct_d
       ptx::fence_proxy_async_shared();  // (those generic-proxy reads before the copy that overwrites them)
       issue(j + kR);
     }
-    direct_store_terms(p, wr, cc, acc, terms);
+    direct_store_terms(p, wr, cc, p.alpha2[wr.expert(cc)], acc, terms);
 #pragma unroll
     for (int q = 0; q < 4; ++q) acc[q] = 0.0f;
   }
