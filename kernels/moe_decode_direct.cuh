@@ -131,16 +131,26 @@ __device__ __forceinline__ void direct_stage_rows(const DirectDecodeParams& p, i
 }
 
 // The finalize of the block's 16 columns, by the whole block once every term is in shared memory: each token's slots
-// in slot order (skipped pairs, row -1, add nothing), rounded once to bf16.
+// in slot order (skipped pairs, row -1, add nothing), rounded once to bf16. Eight slots at a time: their rows, then
+// their terms, are read before any is added, so a token of top-8 costs two shared-memory round trips, not sixteen
+// (it runs after the step's last MMA). A skipped slot or one past k adds +0, which changes no sum that starts at +0.
 __device__ __forceinline__ void direct_finalize_columns(const DirectDecodeParams& p, const float* terms,
                                                         const int32_t* row_of_pair, int tile) {
+  constexpr int kBatch = 8;
   const int T = p.num_tokens, k = p.top_k;
   for (int i = threadIdx.x; i < T * 16; i += kDirectThreads) {
     const int t = i >> 4, h = i & 15;
+    const int32_t* slots = row_of_pair + t * k;
     float s = 0.0f;
-    for (int slot = 0; slot < k; ++slot) {
-      const int r = row_of_pair[t * k + slot];
-      if (r >= 0) s += terms[r * 16 + h];
+    for (int s0 = 0; s0 < k; s0 += kBatch) {
+      int32_t r[kBatch];
+#pragma unroll
+      for (int u = 0; u < kBatch; ++u) r[u] = s0 + u < k ? slots[s0 + u] : -1;
+      float v[kBatch];
+#pragma unroll
+      for (int u = 0; u < kBatch; ++u) v[u] = r[u] >= 0 ? terms[r[u] * 16 + h] : 0.0f;
+#pragma unroll
+      for (int u = 0; u < kBatch; ++u) s += v[u];
     }
     p.out[static_cast<int64_t>(t) * p.hidden_dim + tile * 16 + h] = __float2bfloat16_rn(s);
   }
