@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <memory>
+#include <numeric>
 #include <random>
 #include <set>
 #include <sstream>
@@ -377,6 +378,20 @@ Status run_moe_bench(const MoeBenchOptions& o, MoeBenchDevice* dev, std::vector<
                 sets, std::max(o.min_iters, 2 * sets), gs)
                 .median_us;
         BENCH_TRY(cudaGetLastError());
+        // Each set's single pass on its own (its routing, and so its active experts, differ from set to set).
+        std::vector<double> per_set;
+        for (int s = 0; s < sets; ++s)
+          per_set.push_back(time_events(
+                                [&](int) {
+                                  if (cudaGraphLaunch(execs[static_cast<size_t>(s)], gs) != cudaSuccess)
+                                    cuda_failed("cudaGraphLaunch failed");
+                                },
+                                2, std::max(5, o.min_iters / 4), gs)
+                                .median_us);
+        BENCH_TRY(cudaGetLastError());
+        r.layer_graph_set_min_us = *std::min_element(per_set.begin(), per_set.end());
+        r.layer_graph_set_max_us = *std::max_element(per_set.begin(), per_set.end());
+        r.layer_graph_set_mean_us = std::accumulate(per_set.begin(), per_set.end(), 0.0) / static_cast<double>(sets);
         // Every routing set's pass in one graph, on one workspace (a model's layers share it).
         cudaGraphExec_t chain = capture(0, sets, 0);
         if (captured.is_ok()) {
@@ -483,6 +498,9 @@ void print_moe_bench(const MoeBenchOptions& o, const MoeBenchDevice& dev, const 
     if (r.layer_graph_chain_us > 0)
       std::fprintf(f, "; %d passes in one CUDA graph (one workspace): %.1f us per pass", r.graph_chain_passes,
                    r.layer_graph_chain_us);
+    if (r.layer_graph_set_mean_us > 0)
+      std::fprintf(f, "; each routing set's single-pass graph alone: mean %.1f us (least %.1f, most %.1f)",
+                   r.layer_graph_set_mean_us, r.layer_graph_set_min_us, r.layer_graph_set_max_us);
     if (r.layer_main_us > 0) {
       auto rel = [&](double us) { return 100.0 * (us / r.layer_main_us - 1.0); };
       std::fprintf(f, "; at %s, medians of 3 rounds each timing the layer (%.1f us) and then every variant: same options "
@@ -558,6 +576,8 @@ std::string moe_bench_json(const MoeBenchOptions& o, const MoeBenchDevice& dev, 
                    {"layer_tiled_us", r.layer_tiled_us},
                    {"layer_us_by_block_m", by}, {"route_us", r.route_us}, {"gate_up_us", r.gate_up_us},
                    {"down_us", r.down_us}, {"layer_us", r.layer_us}, {"layer_graph_us", r.layer_graph_us}, {"layer_graph_chain_us", r.layer_graph_chain_us},
+                   {"layer_graph_set_mean_us", r.layer_graph_set_mean_us}, {"layer_graph_set_min_us", r.layer_graph_set_min_us},
+                   {"layer_graph_set_max_us", r.layer_graph_set_max_us},
                    {"graph_chain_passes", r.graph_chain_passes},
                    {"local_pairs", r.local_pairs}, {"weight_bytes", r.weight_bytes},
                    {"floor_us", r.floor_us}, {"gbs", r.gbs}, {"pct_read_bw", r.pct_bw}, {"tflops", r.tflops},
