@@ -56,8 +56,9 @@ Timing time_events(const std::function<void(int)>& fn, int warmup, int iters, cu
     us[static_cast<size_t>(i)] = ms * 1e3;
   }
   for (auto& e : ev) BENCH_CUDA(cudaEventDestroy(e));
-  std::sort(us.begin(), us.end());
   Timing t;
+  t.samples_us = us;
+  std::sort(us.begin(), us.end());
   t.iters = iters;
   t.median_us = us[us.size() / 2];
   t.min_us = us.front();

@@ -44,6 +44,7 @@ void print_device_header(const DeviceInfo& d);
 struct Timing {
   double median_us = 0, min_us = 0, max_us = 0;
   int iters = 0;
+  std::vector<double> samples_us;  // every timed iteration's, in the order they ran (iteration warmup + i at i)
 };
 // Runs fn `warmup` times, then `iters` times each bracketed by CUDA events on `stream`; median of those.
 // fn receives the iteration index (use it to rotate buffers past L2).

@@ -369,26 +369,25 @@ Status run_moe_bench(const MoeBenchOptions& o, MoeBenchDevice* dev, std::vector<
       };
       for (int s = 0; s < sets && captured.is_ok(); ++s) execs[static_cast<size_t>(s)] = capture(s, 1, -1);
       if (captured.is_ok()) {
-        r.layer_graph_us =
-            time_events(
-                [&](int i) {
-                  if (cudaGraphLaunch(execs[static_cast<size_t>(i % sets)], gs) != cudaSuccess)
-                    cuda_failed("cudaGraphLaunch failed");
-                },
-                sets, std::max(o.min_iters, 2 * sets), gs)
-                .median_us;
+        // Launches cycle through the sets (the weights each touches are not L2-resident for the next), at least three
+        // of each: the median of all of them, and each set's own median (its routing, and so its active experts,
+        // differ from set to set).
+        const Timing tg = time_events(
+            [&](int i) {
+              if (cudaGraphLaunch(execs[static_cast<size_t>(i % sets)], gs) != cudaSuccess)
+                cuda_failed("cudaGraphLaunch failed");
+            },
+            sets, sets * std::max(3, (o.min_iters + sets - 1) / sets), gs);
         BENCH_TRY(cudaGetLastError());
-        // Each set's single pass on its own (its routing, and so its active experts, differ from set to set).
+        r.layer_graph_us = tg.median_us;
         std::vector<double> per_set;
-        for (int s = 0; s < sets; ++s)
-          per_set.push_back(time_events(
-                                [&](int) {
-                                  if (cudaGraphLaunch(execs[static_cast<size_t>(s)], gs) != cudaSuccess)
-                                    cuda_failed("cudaGraphLaunch failed");
-                                },
-                                2, std::max(5, o.min_iters / 4), gs)
-                                .median_us);
-        BENCH_TRY(cudaGetLastError());
+        for (int s = 0; s < sets; ++s) {
+          std::vector<double> v;  // (iteration sets + i ran set i % sets)
+          for (size_t i = static_cast<size_t>(s); i < tg.samples_us.size(); i += static_cast<size_t>(sets))
+            v.push_back(tg.samples_us[i]);
+          std::sort(v.begin(), v.end());
+          per_set.push_back(v[v.size() / 2]);
+        }
         r.layer_graph_set_min_us = *std::min_element(per_set.begin(), per_set.end());
         r.layer_graph_set_max_us = *std::max_element(per_set.begin(), per_set.end());
         r.layer_graph_set_mean_us = std::accumulate(per_set.begin(), per_set.end(), 0.0) / static_cast<double>(sets);

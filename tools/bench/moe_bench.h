@@ -69,9 +69,9 @@ struct MoeBenchRow {
   // it drains (0: not timed).
   double layer_graph_chain_us = 0;
   int graph_chain_passes = 0;
-  // The single-pass graph of each routing set timed on its own (median of its launches), then the mean, least and
-  // most over the sets: the chain runs every set once, so its time per pass compares with the mean, where
-  // layer_graph_us is the median of launches cycling through the sets (0: not timed).
+  // Each routing set's median among the single-pass graph launches (which cycle through the sets), then the mean,
+  // least and most of those over the sets: the chain runs every set once, so its time per pass compares with the mean,
+  // where layer_graph_us is the median of all the launches (0: not timed).
   double layer_graph_set_mean_us = 0, layer_graph_set_min_us = 0, layer_graph_set_max_us = 0;
   double weight_bytes = 0, floor_us = 0, gbs = 0, pct_bw = 0, tflops = 0, flop_per_byte = 0;
   double cublas_gate_up_us = 0, cublas_us = 0;

@@ -97,7 +97,29 @@ int main() {
                           {256, 8, 13824, "2x the bytes a warp (28.3 MB)"},
                           {132, 8, 27648, "1 block an SM, 27 KB a warp (29.2 MB)"},
                           {1056, 8, 6912, "4x the blocks (58.4 MB, 8 an SM over time)"}};
+  // Median over 20 launches after one warm-up, between an event pair; each launch reads a fresh `span` of the buffer
+  // (L2 cold). Returns a negative time on a CUDA error (printed).
   int64_t offset = 0;
+  auto median_us = [&](int64_t span, auto&& launch) -> double {
+    std::vector<float> t;
+    for (int it = 0; it < 21; ++it) {
+      if (offset + span > total_buf) offset = 0;
+      cudaError_t e = cudaEventRecord(a);
+      if (e == cudaSuccess) launch(buf + offset), e = cudaGetLastError();
+      if (e == cudaSuccess) e = cudaEventRecord(b);
+      if (e == cudaSuccess) e = cudaEventSynchronize(b);
+      float ms = 0;
+      if (e == cudaSuccess) e = cudaEventElapsedTime(&ms, a, b);
+      if (e != cudaSuccess) {
+        std::printf("CUDA error %s\n", cudaGetErrorString(e));
+        return -1.0;
+      }
+      if (it > 0) t.push_back(ms);
+      offset += span;
+    }
+    std::sort(t.begin(), t.end());
+    return t[t.size() / 2] * 1e3;
+  };
   for (const Shape& s : shapes) {
     const int64_t stride = (s.per_warp + 4095) / 4096 * 4096;
     const int64_t span = static_cast<int64_t>(s.blocks) * s.warps * stride;
@@ -106,56 +128,21 @@ int main() {
       const size_t smem = static_cast<size_t>(s.warps) * s.per_warp + s.warps * pieces * 8;
       if (smem > 227 * 1024) continue;
       CK(cudaFuncSetAttribute(bulk_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)));
-      std::vector<float> t;
-      for (int it = 0; it < 21; ++it) {
-        if (offset + span > total_buf) offset = 0;
-        CK(cudaEventRecord(a));
-        bulk_kernel<<<s.blocks, s.warps * 32, smem>>>(buf + offset, stride, s.per_warp, pieces, sink);
-        CK(cudaGetLastError());
-        CK(cudaEventRecord(b));
-        CK(cudaEventSynchronize(b));
-        float ms = 0;
-        CK(cudaEventElapsedTime(&ms, a, b));
-        if (it > 0) t.push_back(ms);
-        offset += span;
-      }
-      std::sort(t.begin(), t.end());
-      const double us = t[t.size() / 2] * 1e3;
+      const double us = median_us(span, [&](const uint8_t* src) {
+        bulk_kernel<<<s.blocks, s.warps * 32, smem>>>(src, stride, s.per_warp, pieces, sink);
+      });
+      if (us < 0) return 1;
       std::printf("bulk %-44s pieces %d: %7.2f us  %6.0f GB/s\n", s.name, pieces, us, bytes / us * 1e-3);
     }
-    {
-      std::vector<float> t;
-      for (int it = 0; it < 21; ++it) {
-        if (offset + span > total_buf) offset = 0;
-        CK(cudaEventRecord(a));
-        ldg_kernel<28><<<s.blocks, s.warps * 32>>>(buf + offset, stride, s.per_warp, sink);
-        CK(cudaGetLastError());
-        CK(cudaEventRecord(b));
-        CK(cudaEventSynchronize(b));
-        float ms = 0;
-        CK(cudaEventElapsedTime(&ms, a, b));
-        if (it > 0) t.push_back(ms);
-        offset += span;
-      }
-      std::sort(t.begin(), t.end());
-      const double us = t[t.size() / 2] * 1e3;
-      std::printf("ldg  %-44s         : %7.2f us  %6.0f GB/s\n", s.name, us, bytes / us * 1e-3);
-    }
+    const double us = median_us(span, [&](const uint8_t* src) {
+      ldg_kernel<28><<<s.blocks, s.warps * 32>>>(src, stride, s.per_warp, sink);
+    });
+    if (us < 0) return 1;
+    std::printf("ldg  %-44s         : %7.2f us  %6.0f GB/s\n", s.name, us, bytes / us * 1e-3);
   }
   // An empty launch, for the fixed cost inside the event pair.
-  {
-    std::vector<float> t;
-    for (int it = 0; it < 21; ++it) {
-      CK(cudaEventRecord(a));
-      ldg_kernel<1><<<256, 256>>>(buf, 0, 0, sink);
-      CK(cudaEventRecord(b));
-      CK(cudaEventSynchronize(b));
-      float ms = 0;
-      CK(cudaEventElapsedTime(&ms, a, b));
-      if (it > 0) t.push_back(ms);
-    }
-    std::sort(t.begin(), t.end());
-    std::printf("empty launch: %.2f us\n", t[t.size() / 2] * 1e3);
-  }
+  const double empty = median_us(0, [&](const uint8_t* src) { ldg_kernel<1><<<256, 256>>>(src, 0, 0, sink); });
+  if (empty < 0) return 1;
+  std::printf("empty launch: %.2f us\n", empty);
   return 0;
 }
