@@ -353,13 +353,9 @@ __global__ void __launch_bounds__(kDirectThreads, kStageWeights ? kDirectDownMin
   [[maybe_unused]] uint2 sq[kStageWeights ? 1 : kB];
   // Groups [b0, min(b0 + kB, gk1)) of chunk cc. Staged: lane 0 puts them in flight by two bulk copies (a 16-row
   // tile's prepacked weights and scales are contiguous along K) once the lanes have read the previous batch (the
-  // callers' __syncwarp); else each lane loads its 16 weight and 8 scale bytes of each group. With the chunk's first
-  // batch, its expert's alpha (a weight too: for the first chunk read before the wait, so that its round trip overlaps
-  // gate_up instead of following this warp's MMAs).
-  float alpha = 0.0f;
+  // callers' __syncwarp); else each lane loads its 16 weight and 8 scale bytes of each group.
   auto load = [&](int cc, int b0, bool reuse) {
     const int e = wr.expert(cc), ng = min(kB, gk1 - b0);  // (a shuffle: every lane)
-    if (b0 == gk0) alpha = p.alpha2[e];
     if constexpr (kStageWeights) {
       if (lane == 0) {
         if (reuse) ptx::fence_proxy_async_shared();  // (those generic-proxy reads before the copies overwrite them)
@@ -381,6 +377,13 @@ __global__ void __launch_bounds__(kDirectThreads, kStageWeights ? kDirectDownMin
     }
   };
   if (has_task) load(c, gk0, false);
+  // Chunk c's alpha (a weight, like the copies just issued: read before the wait, so that its round trip overlaps
+  // gate_up instead of following this warp's MMAs).
+  float alpha = 0.0f;
+  {
+    const int e = wr.expert(c);  // (a shuffle: every lane)
+    if (has_task) alpha = p.alpha2[e];
+  }
   const int valid = nc > 0 ? wr.start(nc - 1) + wr.rows(nc - 1) : 0;  // rows of the permutation
   int32_t* row_of_pair = reinterpret_cast<int32_t*>(smem + L.rows_offset);
   if (warp == 0) {
@@ -441,6 +444,7 @@ __global__ void __launch_bounds__(kDirectThreads, kStageWeights ? kDirectDownMin
       c += kDirectWarps;
       if (c >= nc) break;
       load(c, gk0, true);
+      alpha = p.alpha2[wr.expert(c)];
     }
   }
   if (parts > 1) {
