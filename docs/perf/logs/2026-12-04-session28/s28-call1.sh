@@ -16,8 +16,7 @@ tar xzf .device/bins28.tgz
 L=$OUT/logs; mkdir -p $L
 nvidia-smi --query-gpu=name,clocks.sm,power.draw,temperature.gpu --format=csv > $L/smi.txt 2>&1
 timeout 60 .device/probe_hot_line > $L/probe.log 2>&1; echo "probe rc $?"; cat $L/probe.log
-F='*Direct*:*Routing*:*Shard*:*Decode*:*ExpertParallel*'
-FP4MOE_FUZZ_CASES=60 timeout 150 build-v1/tests/fp4moe_gpu_tests --gtest_filter="$F" > $L/gpu-tests-v1.log 2>&1
+FP4MOE_FUZZ_CASES=100 timeout 150 build-v1/tests/fp4moe_gpu_tests > $L/gpu-tests-v1.log 2>&1  # all of them (~70 s)
 echo "gpu tests v1 rc $?"; grep -E "^\[  (PASSED|FAILED)|tests ran" $L/gpu-tests-v1.log | head -8
 FP4MOE_EXP_DOWN_CLUSTER=4 FP4MOE_FUZZ_CASES=60 timeout 150 build-v3/tests/fp4moe_gpu_tests --gtest_filter='*Direct*' > $L/gpu-tests-v3c4.log 2>&1
 echo "gpu tests v3 cluster 4 rc $?"; grep -E "^\[  (PASSED|FAILED)|tests ran" $L/gpu-tests-v3c4.log | head -8
