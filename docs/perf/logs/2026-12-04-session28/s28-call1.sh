@@ -5,10 +5,11 @@
 #   build-v0    + ...-gate-up-only.patch          build-v3  + variant-down-rows-multicast.patch (v1 and, with
 #   build-tl0   HEAD + the s27 timeline patch                 FP4MOE_EXP_DOWN_CLUSTER=n, down in clusters of n)
 #   build-tl    v1 + the timeline (variant-block-shared-routing-timeline.patch)
+#   build-tl3   v3 + the timeline (variant-down-rows-multicast-timeline.patch; run with FP4MOE_EXP_DOWN_CLUSTER=4)
 # Run: bash .device/s28-call1.sh, carry [".device"]. About 5 minutes. (.device/ is ignored: on a fresh checkout,
 # rebuild each binary with `git apply PATCH && cmake --build build-sm90 --target fp4moe_cli fp4moe_gpu_tests`, copy it
 # into build-<name>/ (the tests into build-<name>/tests/), `git checkout kernels src`, pack them with
-# `tar czf .device/bins28.tgz build-v0 build-v1 build-v3 build-base build-tl build-tl0`, and build the probe into
+# `tar czf .device/bins28.tgz build-v0 build-v1 build-v3 build-base build-tl build-tl0 build-tl3`, and build the probe into
 # .device/ as its first line says.)
 set -uo pipefail
 . scripts/gpu-env
@@ -31,10 +32,11 @@ for r in 1 2; do
     done
   done
 done
-for v in tl0 tl; do
+for v in tl0 tl tl3; do
   for a in "--tp 8 --tokens 1" "--tp 8 --tokens 2" "--ep 8 --tokens 1"; do
     tag=$(echo "$a" | tr -d ' -')
-    FP4MOE_EXP_TIMELINE=1 timeout 90 build-$v/fp4moe bench $a --iters 20 > $L/tl-$v-$tag.log 2>&1
+    envs=(); [ $v = tl3 ] && envs=(FP4MOE_EXP_DOWN_CLUSTER=4)
+    env "${envs[@]}" FP4MOE_EXP_TIMELINE=1 timeout 90 build-$v/fp4moe bench $a --iters 20 > $L/tl-$v-$tag.log 2>&1
     echo "== $v $a"; grep -A16 'timeline (' $L/tl-$v-$tag.log | grep -E "routed|stored|landed|wait|end|start" | head -16
   done
 done
