@@ -9,7 +9,7 @@
 # Run: bash .device/s28-call1.sh, carry [".device"]. About 5 minutes. (.device/ is ignored: on a fresh checkout,
 # rebuild each binary with `git apply PATCH && cmake --build build-sm90 --target fp4moe_cli fp4moe_gpu_tests`, copy it
 # into build-<name>/ (the tests into build-<name>/tests/), `git checkout kernels src`, pack them with
-# `tar czf .device/bins28.tgz build-v0 build-v1 build-v3 build-base build-tl build-tl0 build-tl3`, and build the probe into
+# `tar czf .device/bins28.tgz build-v0 build-v1 build-v3 build-v6 build-base build-tl build-tl0 build-tl3`, and build the probe into
 # .device/ as its first line says.)
 set -uo pipefail
 . scripts/gpu-env
