@@ -6,12 +6,13 @@
 #   build-tl0   HEAD + the s27 timeline patch                 FP4MOE_EXP_DOWN_CLUSTER=n, down in clusters of n)
 #   build-v7a   + variant-down-prefetch-later-batches.patch (down's later batches into L2 after its wait)
 #   build-v7b   + variant-down-prefetch-later-batches-early.patch (the same before its wait)
+#   build-c     + candidate-direct-hot-lines.patch (1 and 3 as they could land: the plan picks clusters of 2)
 #   build-tl    v1 + the timeline (variant-block-shared-routing-timeline.patch)
 #   build-tl3   v3 + the timeline (variant-down-rows-multicast-timeline.patch; run with FP4MOE_EXP_DOWN_CLUSTER=4)
 # Run: bash .device/s28-call1.sh, carry [".device/bins28a.tgz", ".device/probe_hot_line", ".device/s28-call1.sh"]. About 6 minutes. (.device/ is ignored: on a fresh checkout,
 # rebuild each binary with `git apply PATCH && cmake --build build-sm90 --target fp4moe_cli fp4moe_gpu_tests`, copy it
 # into build-<name>/ (the tests into build-<name>/tests/), `git checkout kernels src`, pack them with
-# `tar czf .device/bins28a.tgz build-v0 build-v1 build-v3 build-v7a build-v7b build-base build-tl build-tl0 build-tl3`, and build the probe into
+# `tar czf .device/bins28a.tgz build-v0 build-v1 build-v3 build-v7a build-v7b build-c build-base build-tl build-tl0 build-tl3`, and build the probe into
 # .device/ as its first line says.)
 set -uo pipefail
 . scripts/gpu-env
@@ -25,6 +26,8 @@ FP4MOE_EXP_DOWN_CLUSTER=4 FP4MOE_FUZZ_CASES=60 timeout 150 build-v3/tests/fp4moe
 echo "gpu tests v3 cluster 4 rc $?"; grep -E "^\[  (PASSED|FAILED)|tests ran" $L/gpu-tests-v3c4.log | head -8
 FP4MOE_FUZZ_CASES=60 timeout 150 build-v7a/tests/fp4moe_gpu_tests --gtest_filter='*Direct*' > $L/gpu-tests-v7a.log 2>&1
 echo "gpu tests v7a rc $?"; grep -E "^\[  (PASSED|FAILED)|tests ran" $L/gpu-tests-v7a.log | head -8
+FP4MOE_FUZZ_CASES=60 timeout 150 build-c/tests/fp4moe_gpu_tests --gtest_filter='*Direct*' > $L/gpu-tests-c.log 2>&1
+echo "gpu tests candidate rc $?"; grep -E "^\[  (PASSED|FAILED)|tests ran" $L/gpu-tests-c.log | head -8
 for r in 1 2; do
   for v in base v1 v0 v3c4 v3c2 v7a v7b; do
     bin=build-$v/fp4moe; envs=()
