@@ -127,8 +127,7 @@ Status time_ranks(int n, const std::vector<cudaStream_t>& streams, int iters, co
     cudaEventDestroy(a[static_cast<size_t>(i)]);
     cudaEventDestroy(b[static_cast<size_t>(i)]);
   }
-  std::sort(t.begin(), t.end());
-  *us = t[t.size() / 2];
+  *us = median_of(std::move(t));
   return Status::ok();
 }
 

@@ -57,13 +57,17 @@ Timing time_events(const std::function<void(int)>& fn, int warmup, int iters, cu
   }
   for (auto& e : ev) BENCH_CUDA(cudaEventDestroy(e));
   Timing t;
-  t.samples_us = us;
-  std::sort(us.begin(), us.end());
   t.iters = iters;
-  t.median_us = us[us.size() / 2];
-  t.min_us = us.front();
-  t.max_us = us.back();
+  t.median_us = median_of(us);
+  t.min_us = *std::min_element(us.begin(), us.end());
+  t.max_us = *std::max_element(us.begin(), us.end());
+  t.samples_us = std::move(us);
   return t;
+}
+
+double median_of(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
 }
 
 double copy_bandwidth_gbs(size_t bytes, int iters) {

@@ -41,6 +41,9 @@ struct DeviceInfo {
 DeviceInfo device_info();
 void print_device_header(const DeviceInfo& d);
 
+// The median of `v` (the upper one of an even count, as every timing here reports it); v must not be empty.
+double median_of(std::vector<double> v);
+
 struct Timing {
   double median_us = 0, min_us = 0, max_us = 0;
   int iters = 0;

@@ -331,10 +331,7 @@ Status run_moe_bench(const MoeBenchOptions& o, MoeBenchDevice* dev, std::vector<
           times[v].push_back(phase(testing::kPhaseAll, *variants[v].layer).median_us);
         }
       gu_splits_override = 0;
-      for (size_t v = 0; v < variants.size(); ++v) {
-        std::sort(times[v].begin(), times[v].end());
-        *variants[v].us = times[v][kRounds / 2];
-      }
+      for (size_t v = 0; v < variants.size(); ++v) *variants[v].us = median_of(times[v]);
       FP4MOE_RETURN_IF_ERROR(failed);
     }
     if (o.graph) {
@@ -385,8 +382,7 @@ Status run_moe_bench(const MoeBenchOptions& o, MoeBenchDevice* dev, std::vector<
           std::vector<double> v;  // (iteration sets + i ran set i % sets)
           for (size_t i = static_cast<size_t>(s); i < tg.samples_us.size(); i += static_cast<size_t>(sets))
             v.push_back(tg.samples_us[i]);
-          std::sort(v.begin(), v.end());
-          per_set.push_back(v[v.size() / 2]);
+          per_set.push_back(median_of(std::move(v)));
         }
         r.layer_graph_set_min_us = *std::min_element(per_set.begin(), per_set.end());
         r.layer_graph_set_max_us = *std::max_element(per_set.begin(), per_set.end());
