@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Session 29 call 1: session 28's prepared direct-path variants (docs/perf/logs/2026-12-04-session28/s28-call1.sh),
+# Session 29 call 1: session 28's prepared direct-path variants (its s28-call1.sh, which this replaces: git keeps it),
 # with the candidate (build-c) benched in place of v3 at clusters of 2 and all of its GPU tests run, a time guard.
 # Binaries: build-variants.sh base v1 c v0 v3 v7a v7b tl0 tl tl3, then
 #   tar czf .device/bins29a.tgz build-base/fp4moe build-v1 build-c build-v0/fp4moe build-v3 build-v7a build-v7b/fp4moe build-tl0/fp4moe build-tl/fp4moe build-tl3/fp4moe
