@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Prepared in session 29 (its device time ran out before this call could start; not run yet). Two questions, one call:
 # 1. Which launch's programmatic dependence slows the TP8 shard's prefill? The bench's "without programmatic launch"
-#    variant has been 0.5-3% faster at TP8 T=2048..16384 in every session since the eleventh (prefill.md, "Programmatic
-#    launch at TP8 prefill"), while on EP8 and the full layer it is level or slower. build-x = HEAD +
+#    variant has been 0.8-2.2% faster (medians) at TP8 T=2048..16384 in the logs of sessions 8-29 (prefill.md, "Programmatic
+#    launch costs the TP8 shard"), while on EP8 and the full layer it is level or slower. build-x = HEAD +
 #    experiment-pdl-off-mask.patch: FP4MOE_EXP_PDL_OFF bits turn it off per launch (1 routing count, 2 place,
 #    4 gate_up, 8 down, 16 finalize).
 # 2. What the 2.4 us between a direct gate_up block's start and its routed stamp are (TP8 T=1): build-tl2 = HEAD +
