@@ -85,6 +85,12 @@ inline constexpr int kMaxFusedRoutingPairs = 64;
 // Most pairs of a call on the direct decode path (MoeLayerOptions::direct_decode).
 inline constexpr int kMaxDirectDecodePairs = 32;
 
+// From this block_m on (the prefill tiles), on a layer whose down GEMM has at most kPlainFinalizeMaxDownK of K (the
+// intermediate size: a tensor-parallel shard's), the deterministic finalize kernel launches plain after down rather
+// than as its programmatic dependent (MoeLayerOptions::programmatic_prefill_finalize says why).
+inline constexpr int kPlainFinalizeMinBlockM = 64;
+inline constexpr int64_t kPlainFinalizeMaxDownK = 256;
+
 struct MoeLayerOptions {
   GateUpOrder gate_up_order = GateUpOrder::kGateFirst;
   GlobalScaleKind global_scale_kind = GlobalScaleKind::kQuantize;
@@ -95,6 +101,15 @@ struct MoeLayerOptions {
   // of whatever kernel the stream ran before the call (the router, the previous layer), which it waits for before
   // it reads or writes anything. Off: plain stream order (same results, bit for bit).
   bool programmatic_launch = true;
+  // With programmatic_launch on sm_90+: whether the deterministic finalize kernel after a prefill tile's down GEMM
+  // (block_m >= 64) on a layer with I <= 256 (a TP shard: down's K is one or two tiles and its fp32 partials are the
+  // largest part of the pass) is a programmatic dependent too. Off (the default): it launches plain, after down has
+  // finished; the kernels before it stay programmatic. On the H200 that made the GLM-5 TP8 shard 1.5-3% faster at
+  // T = 2048..16384 than every launch programmatic, and faster than every launch plain (docs/perf/prefill.md, "The
+  // finalize after a TP shard's prefill tile launches plain"). Decode tiles (block_m <= 32), whose finalize starts
+  // behind down's tail, and layers with a longer down K (where it was level or mixed) keep it programmatic either
+  // way. Same results, bit for bit.
+  bool programmatic_prefill_finalize = false;
   // At most kMaxFusedRoutingPairs (token, expert) pairs (a decode step of up to 64 / top_k tokens) with a
   // decode tile (block_m <= 16; on sm_90 at block_m 16 up to 32 pairs, above which its warp-specialized tile runs):
   // the GEMM kernels route the pairs themselves, one warp of each block into its shared memory, instead of a
@@ -188,6 +203,9 @@ struct MoeRunPlan {
   int gate_up_k_splits = 1;
   bool fused_routing = false;  // the GEMM kernels route the pairs; no routing kernel
   bool programmatic_launch = false;
+  // The finalize kernel is a programmatic dependent of down (programmatic_launch, except after a prefill tile's down
+  // on a layer with I <= kPlainFinalizeMaxDownK, unless MoeLayerOptions::programmatic_prefill_finalize)
+  bool programmatic_finalize = false;
   FinalizeMode finalize = FinalizeMode::kDeterministic;
   // The call runs the direct decode path (`direct`): block_m is then its chunk size (8 tokens), both split counts 1
   // and fused_routing true; the two GEMM plans above keep the configs of the tiled kernels' choice for the call.

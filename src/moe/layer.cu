@@ -549,12 +549,14 @@ Status MoeLayer::Impl::run(const MoeForwardArgs& a, void* workspace, size_t work
                              pdl_ok && (phases & kPhaseGateUp), dn, ex));
     auto* out = static_cast<__nv_bfloat16*>(a.output);
     if (det) {
+      // (After a prefill tile's down, plain unless the options say otherwise: MoeRunPlan::programmatic_finalize.)
       // The fixed-order sum over the partial type P (fp32, or bf16 partials): kFinalizeCols<P> columns per thread.
       auto gather = [&](auto p_type) {
         using P = decltype(p_type);
         const int64_t n = a.num_tokens * (s.hidden / kernels::kFinalizeCols<P>);
         return launch(kernels::moe_finalize_gather_kernel<P>, ceil_div(n, kernels::kFinalizeThreads),
-                      kernels::kFinalizeThreads, 0, stream, pdl_ok, reinterpret_cast<const P*>(partial),
+                      kernels::kFinalizeThreads, 0, stream, pdl_ok && rp.programmatic_finalize,
+                      reinterpret_cast<const P*>(partial),
                       static_cast<int32_t>(splits), dn.split_stride, static_cast<const int32_t*>(i32(L.inv)),
                       static_cast<int32_t>(a.num_tokens), static_cast<int32_t>(s.top_k), static_cast<int32_t>(s.hidden),
                       out);

@@ -44,7 +44,9 @@ std::string MoeRunPlan::to_string() const {
                   (direct_down ? std::string(", ") : "; down K in " + std::to_string(down_k_splits) + " split(s), ") +
                   (fused_routing ? "routing inside the GEMMs, " : "routing kernel, ") +
                   finalize_mode_name(finalize) + " finalize" +
-                  (programmatic_launch ? ", programmatic launch" : "");
+                  (programmatic_launch ? (programmatic_finalize || direct_down ? ", programmatic launch"
+                                                                                : ", programmatic launch (the finalize plain)")
+                                       : "");
   if (cluster_decode)
     s += "; gate_up and down in one kernel: " + std::to_string(clusters) + " clusters of " +
          std::to_string(cluster_blocks) + " blocks, of " + std::to_string(clusters_resident) +
@@ -430,6 +432,8 @@ Status make_run_plan(const PlanContext& c, int64_t num_tokens, int block_m, int 
   p.gate_up_k_splits = gu_splits;
   p.fused_routing = ch.fused_routing;
   p.programmatic_launch = o.programmatic_launch && c.arch >= 90;
+  p.programmatic_finalize = p.programmatic_launch && (bm < kPlainFinalizeMinBlockM || s.intermediate > kPlainFinalizeMaxDownK ||
+                                                      o.programmatic_prefill_finalize || !finalize_is_deterministic(o.finalize));
   p.finalize = o.finalize;
   p.source = source;
   if (o.direct_decode && o.fuse_small_routing && block_m == 0 && o.block_m == 0 && down_k_splits == 0 && gate_up_k_splits == 0 &&

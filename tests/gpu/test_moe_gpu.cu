@@ -166,21 +166,61 @@ TEST(MoeGpu, ProgrammaticLaunchIsBitIdenticalToPlainLaunch) {
   EXPECT_EQ(p.out.download<uint16_t>(with_pdl.size()), with_pdl) << "plain and programmatic launches differ";
 }
 
+// A TP shard's prefill tile (I <= kPlainFinalizeMaxDownK) has its finalize launched plain after a programmatic down
+// (MoeRunPlan::programmatic_finalize), or as its programmatic dependent with
+// MoeLayerOptions::programmatic_prefill_finalize: the same output bit for bit, checked against the reference, at both
+// prefill tiles.
+TEST(MoeGpu, PrefillFinalizeLaunchIsBitIdenticalEitherWay) {
+  FP4MOE_SKIP_WITHOUT_GPU();
+  for (int bm : {64, 128}) {
+    Problem p;
+    p.setup(Case{300, 16, 512, 256, 4, Routing::kUniform, bm}, devdata::fresh_seed() % 1000003);
+    if (HasFatalFailure()) return;
+    MoeRunPlan plan;
+    ASSERT_TRUE(p.layer.plan(p.args(), &plan).is_ok());
+    if (plan.block_m != bm) continue;  // (the 128-token tile is sm_90's warp-specialized one only)
+    SCOPED_TRACE(plan.to_string());
+    ASSERT_TRUE(plan.programmatic_launch);
+    EXPECT_FALSE(plan.programmatic_finalize);
+    p.run_poisoned();
+    if (HasFatalFailure()) return;
+    check_against_reference(p);
+    const auto plain_finalize = p.out.download<uint16_t>(static_cast<size_t>(300 * 512));
+    MoeLayerOptions o;
+    o.block_m = bm;
+    o.programmatic_prefill_finalize = true;
+    MoeLayer all_pdl;
+    const Status st = all_pdl.init(MoeShape{16, 512, 256, 4}, o, p.w13.device(), p.w2.device(), nullptr);
+    ASSERT_TRUE(st.is_ok()) << st.to_string();
+    MoeRunPlan other;
+    ASSERT_TRUE(all_pdl.plan(p.args(), &other).is_ok());
+    EXPECT_TRUE(other.programmatic_finalize) << other.to_string();
+    ASSERT_TRUE(p.out.poison(0xFF) && p.ws.poison(0xFF));
+    const Status r = all_pdl.run(p.args(), p.ws.get(), p.ws.bytes(), nullptr);
+    ASSERT_TRUE(r.is_ok()) << r.to_string();
+    ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+    EXPECT_EQ(p.out.download<uint16_t>(plain_finalize.size()), plain_finalize)
+        << "the finalize launched plain and as a programmatic dependent differ";
+  }
+}
+
 // Two layers' forward passes back to back on one stream and one workspace, the second taking the first's output as
 // its hidden states, as a model's consecutive MoE layers do: each output equals that layer's own run bit for bit, on
 // the stream and in two replays of a CUDA graph of both. Each pass's first kernel is a programmatic dependent of the
 // previous pass's last kernel, whose output it reads and whose workspace it overwrites; only its wait keeps them
 // apart, and the outputs are poisoned before every run, so a read that came early would show. Cases: the direct
 // decode path, the tiled kernels routing in registers, the routing kernel, the multi-block routing kernels, and a
-// gate_up K split (a memset first: the first kernel then launches normally).
+// gate_up K split (a memset first: the first kernel then launches normally), and a prefill tile (its finalize
+// launched plain).
 TEST(MoeGpu, ConsecutiveLayersOnOneWorkspaceMatchTheirOwnRuns) {
   FP4MOE_SKIP_WITHOUT_GPU();
-  enum Kind { kDirect, kFused, kRouted, kMultiBlock, kSplit };
+  enum Kind { kDirect, kFused, kRouted, kMultiBlock, kSplit, kPrefill };
   std::vector<std::pair<Kind, Case>> cases = {{kDirect, Case{1, 256, 2048, 256, 8}},
                                               {kFused, Case{3, 8, 256, 512, 2}},
                                               {kRouted, Case{64, 64, 256, 256, 8}},
                                               {kMultiBlock, Case{300, 16, 256, 256, 8}},
-                                              {kSplit, Case{2, 8, 1024, 256, 4}}};
+                                              {kSplit, Case{2, 8, 1024, 256, 4}},
+                                              {kPrefill, Case{300, 16, 256, 256, 8, Routing::kUniform, 64}}};
   cases[kFused].second.direct_decode = false;
   cases[kSplit].second.direct_decode = false;
   cases[kSplit].second.gate_up_k_splits = 2;
@@ -200,6 +240,8 @@ TEST(MoeGpu, ConsecutiveLayersOnOneWorkspaceMatchTheirOwnRuns) {
     if (kind == kRouted || kind == kMultiBlock) EXPECT_FALSE(plan.fused_routing) << plan.to_string();
     if (kind == kMultiBlock) EXPECT_TRUE(kernels::routing_multi_block(c.T * c.k)) << "the multi-block routing kernels";
     if (kind == kSplit) EXPECT_EQ(plan.gate_up_k_splits, 2) << plan.to_string();
+    // (a prefill tile: its finalize launches plain, and the next pass's first kernel is its programmatic dependent)
+    if (kind == kPrefill) EXPECT_TRUE(plan.block_m == 64 && !plan.programmatic_finalize) << plan.to_string();
     // Each layer's own run: p on its inputs (checked against the reference), then q on p's output.
     p.run_poisoned();
     if (HasFatalFailure()) return;

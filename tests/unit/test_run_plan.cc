@@ -195,6 +195,57 @@ TEST(RunPlan, PrefillTileWhereItsChunksPay) {
   EXPECT_EQ(g.plan(16384).block_m, 64);
 }
 
+// The deterministic finalize after a prefill tile's down (block_m >= kPlainFinalizeMinBlockM) on a TP shard (I <=
+// kPlainFinalizeMaxDownK) launches plain, the kernels before it programmatic; decode tiles, layers with a longer down
+// K (the full layer, an EP rank), the atomic finalize's convert kernel and the option keep it programmatic; without
+// programmatic launch nothing is.
+TEST(RunPlan, TensorParallelPrefillFinalizeLaunchesPlain) {
+  Fixture f = h200();
+  for (const MoeShape& full : {MoeShape{256, 6144, 2048, 8}, MoeShape{32, 6144, 2048, 8, 256, 0}}) {
+    f.shape = full;
+    for (int64_t T : {2048, 16384}) {
+      const MoeRunPlan p = f.plan(T);
+      EXPECT_GE(p.block_m, kPlainFinalizeMinBlockM) << T;
+      EXPECT_TRUE(p.programmatic_finalize) << T;
+      EXPECT_EQ(p.to_string().find("the finalize plain"), std::string::npos) << p.to_string();
+    }
+  }
+  f.shape = MoeShape{128, 4096, 1536 / 8, 8};  // Qwen3-235B-A22B TP8 (I 192: the 64-token tile at every prefill T)
+  EXPECT_FALSE(f.plan(16384).programmatic_finalize);
+  f.shape = MoeShape{256, 6144, 2048 / 8, 8};  // GLM-5 TP8
+  for (int64_t T : {2048, 4096, 16384}) {
+    const MoeRunPlan p = f.plan(T);
+    EXPECT_GE(p.block_m, kPlainFinalizeMinBlockM) << T;
+    EXPECT_TRUE(p.programmatic_launch) << T;
+    EXPECT_FALSE(p.programmatic_finalize) << T;
+    EXPECT_NE(p.to_string().find("programmatic launch (the finalize plain)"), std::string::npos) << p.to_string();
+  }
+  for (int64_t T : {1, 8, 64, 512}) {
+    const MoeRunPlan p = f.plan(T);
+    EXPECT_LT(p.block_m, kPlainFinalizeMinBlockM) << T;
+    EXPECT_TRUE(p.programmatic_finalize) << T;
+    EXPECT_EQ(p.to_string().find("the finalize plain"), std::string::npos) << p.to_string();
+  }
+  EXPECT_TRUE(f.plan(4096, 32).programmatic_finalize);  // (a decode tile forced at a prefill T)
+  EXPECT_FALSE(f.plan(512, 64).programmatic_finalize);  // (and a prefill tile at a decode T)
+  f.options.finalize = FinalizeMode::kDeterministicBf16;
+  EXPECT_FALSE(f.plan(4096).programmatic_finalize);
+  f.options.finalize = FinalizeMode::kAtomic;
+  EXPECT_TRUE(f.plan(4096).programmatic_finalize);
+  f.options.finalize = FinalizeMode::kDeterministic;
+  f.options.programmatic_prefill_finalize = true;
+  EXPECT_TRUE(f.plan(4096).programmatic_finalize);
+  f.options.programmatic_launch = false;
+  for (bool opt : {false, true}) {
+    f.options.programmatic_prefill_finalize = opt;
+    for (int64_t T : {8, 4096}) {
+      const MoeRunPlan p = f.plan(T);
+      EXPECT_FALSE(p.programmatic_launch || p.programmatic_finalize) << T;
+      EXPECT_EQ(p.to_string().find("programmatic"), std::string::npos) << p.to_string();
+    }
+  }
+}
+
 TEST(RunPlan, MultistageThresholdsWithoutTheWarpSpecialized16TokenTile) {
   // sm_120 (RTX PRO 6000, 188 SMs, one block per SM) and sm_90 with warp_specialized off: the 8-token tile up to a
   // busiest expert of 15, the 16-token one up to 20.

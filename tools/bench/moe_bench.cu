@@ -48,6 +48,14 @@ MoeRunPlan plan_of(const MoeLayer& l, int64_t T, int bm) {
   return p;
 }
 
+// Whether plan `p` of a layer of shape `s` has its finalize launch follow MoeLayerOptions::programmatic_prefill_finalize:
+// a prefill tile's deterministic finalize kernel with programmatic launch on, where down's K is short (a default plan,
+// block_m 0, never).
+bool finalize_launch_varies(const MoeShape& s, const MoeRunPlan& p) {
+  return p.programmatic_launch && !p.direct_decode && !p.direct_down && finalize_is_deterministic(p.finalize) &&
+         p.block_m >= kPlainFinalizeMinBlockM && s.intermediate <= kPlainFinalizeMaxDownK;
+}
+
 // k distinct experts per token: uniform, or Zipf-distributed popularity over a random ranking of experts.
 // Ids are the model's (expert parallelism: this shard's experts are [first_expert, first_expert + E) of them).
 std::vector<int32_t> make_routing(const MoeBenchOptions& o, int64_t T, std::mt19937_64& rng) {
@@ -110,7 +118,8 @@ Status run_moe_bench(const MoeBenchOptions& o, MoeBenchDevice* dev, std::vector<
   }
 
   // Weights: random NVFP4 codes and scales in the checkpoint layout, prepacked by the layer.
-  MoeLayer layer, layer_twin, layer_plain, layer_atomic, layer_unfused, layer_other_ws, layer_other_det, layer_tiled;
+  MoeLayer layer, layer_twin, layer_plain, layer_atomic, layer_unfused, layer_other_ws, layer_other_det, layer_tiled,
+      layer_other_fin;
   MoeLayerOptions base;
   base.finalize = o.finalize;
   const bool main_det = finalize_is_deterministic(o.finalize);
@@ -119,6 +128,7 @@ Status run_moe_bench(const MoeBenchOptions& o, MoeBenchDevice* dev, std::vector<
   base.cluster_decode = o.cluster_decode;
   base.direct_decode = o.direct_decode;
   base.kernel_arch = o.kernel_arch;
+  base.programmatic_prefill_finalize = o.programmatic_prefill_finalize;
   {
     DevBuf w13p, w13s, w2p, w2s, g13, g2;
     FP4MOE_RETURN_IF_ERROR(w13p.alloc(E * 2 * I * H / 2));
@@ -137,7 +147,8 @@ Status run_moe_bench(const MoeBenchOptions& o, MoeBenchDevice* dev, std::vector<
     const Nvfp4ExpertWeights w13{w13p.p, w13s.p, static_cast<float*>(g13.p)}, w2{w2p.p, w2s.p, static_cast<float*>(g2.p)};
     FP4MOE_RETURN_IF_ERROR(layer.init(o.shape, base, w13, w2, nullptr));
     if (o.phases) {  // the same weights in the two variants the benchmark compares against
-      MoeLayerOptions plain = base, atomic = base, unfused = base, other_ws = base, other_det = base, tiled = base;
+      MoeLayerOptions plain = base, atomic = base, unfused = base, other_ws = base, other_det = base, tiled = base,
+                      other_fin = base;
       tiled.direct_decode = false;
       // The other MoeLayerOptions::warp_specialized setting: a copy of the weights only where this GPU has both
       // kernel families (with the option on, the layer takes the warp-specialized 16/32/64-token tiles where built).
@@ -149,6 +160,7 @@ Status run_moe_bench(const MoeBenchOptions& o, MoeBenchDevice* dev, std::vector<
       if (!base.warp_specialized || have_ws)
         FP4MOE_RETURN_IF_ERROR(layer_other_ws.init(o.shape, other_ws, w13, w2, nullptr));
       plain.programmatic_launch = false;
+      other_fin.programmatic_prefill_finalize = !base.programmatic_prefill_finalize;
       atomic.finalize = FinalizeMode::kAtomic;
       other_det.finalize = o.finalize == FinalizeMode::kDeterministicBf16 ? FinalizeMode::kDeterministic
                                                                           : FinalizeMode::kDeterministicBf16;
@@ -157,13 +169,17 @@ Status run_moe_bench(const MoeBenchOptions& o, MoeBenchDevice* dev, std::vector<
       FP4MOE_RETURN_IF_ERROR(layer_unfused.init(o.shape, unfused, w13, w2, nullptr));
       FP4MOE_RETURN_IF_ERROR(layer_plain.init(o.shape, plain, w13, w2, nullptr));
       // (a copy of the weights only where some timed T takes the direct decode path: its only variant)
-      bool any_direct = false;
+      // (and one where some timed T's finalize launch follows MoeLayerOptions::programmatic_prefill_finalize)
+      bool any_direct = false, any_prefill_finalize = false;
       for (int64_t T : o.tokens) {
         if (T < 1) continue;
         const MoeRunPlan own = plan_of(layer, T, 0);
         any_direct = any_direct || own.direct_decode || own.direct_down;
+        for (int bm : o.block_ms.empty() ? shipped_block_ms() : o.block_ms)
+          any_prefill_finalize = any_prefill_finalize || finalize_launch_varies(o.shape, plan_of(layer, T, bm));
       }
       if (any_direct) FP4MOE_RETURN_IF_ERROR(layer_tiled.init(o.shape, tiled, w13, w2, nullptr));
+      if (any_prefill_finalize) FP4MOE_RETURN_IF_ERROR(layer_other_fin.init(o.shape, other_fin, w13, w2, nullptr));
       if (o.finalize != FinalizeMode::kAtomic) FP4MOE_RETURN_IF_ERROR(layer_atomic.init(o.shape, atomic, w13, w2, nullptr));
       if (main_det) FP4MOE_RETURN_IF_ERROR(layer_other_det.init(o.shape, other_det, w13, w2, nullptr));
     }
@@ -205,7 +221,7 @@ Status run_moe_bench(const MoeBenchOptions& o, MoeBenchDevice* dev, std::vector<
     size_t ws_bytes = layer.workspace_size(T, max_split);
     if (o.phases)
       for (const MoeLayer* l : {&layer_twin, &layer_plain, &layer_atomic, &layer_unfused, &layer_other_ws, &layer_other_det,
-                                &layer_tiled})
+                                &layer_tiled, &layer_other_fin})
         ws_bytes = std::max(ws_bytes, l->workspace_size(T, max_split));
     std::vector<DevBuf> ws(sets), ids(sets), wts(sets);
     DevBuf hid, out;
@@ -321,6 +337,7 @@ Status run_moe_bench(const MoeBenchOptions& o, MoeBenchDevice* dev, std::vector<
         if (other.block_m == r.block_m && main_plan.gate_up.family != other.gate_up.family)
           variants.push_back({&layer_other_ws, &r.layer_other_ws_us});
         if (main_plan.fused_routing) variants.push_back({&layer_unfused, &r.layer_unfused_us});
+        if (finalize_launch_varies(o.shape, main_plan)) variants.push_back({&layer_other_fin, &r.layer_other_finalize_launch_us});
       }
       if (main_plan.gate_up_k_splits > 1) variants.push_back({&layer, &r.layer_gate_up_unsplit_us, 1});
       constexpr int kRounds = 3;
@@ -513,6 +530,10 @@ void print_moe_bench(const MoeBenchOptions& o, const MoeBenchDevice& dev, const 
                      r.layer_other_ws_us, rel(r.layer_other_ws_us));
       if (r.layer_tiled_us > 0)
         std::fprintf(f, ", the tiled kernels (direct decode off) %.1f us (%+.1f%%)", r.layer_tiled_us, rel(r.layer_tiled_us));
+      if (r.layer_other_finalize_launch_us > 0)
+        std::fprintf(f, ", the finalize %s %.1f us (%+.1f%%)",
+                     o.programmatic_prefill_finalize ? "launched plain" : "a programmatic dependent too",
+                     r.layer_other_finalize_launch_us, rel(r.layer_other_finalize_launch_us));
       if (r.layer_unfused_us > 0)
         std::fprintf(f, ", with the routing kernel (not fused) %.1f us (%+.1f%%)", r.layer_unfused_us, rel(r.layer_unfused_us));
       if (r.layer_gate_up_unsplit_us > 0)
@@ -582,6 +603,7 @@ std::string moe_bench_json(const MoeBenchOptions& o, const MoeBenchDevice& dev, 
                    {"layer_plain_launch_us", r.layer_plain_us}, {"layer_atomic_finalize_us", r.layer_atomic_us},
                    {"finalize", finalize_mode_name(o.finalize)}, {"layer_other_deterministic_finalize_us", r.layer_other_det_us},
                    {"layer_unfused_routing_us", r.layer_unfused_us},
+                   {"layer_other_finalize_launch_us", r.layer_other_finalize_launch_us},
                    {"gate_up_k_splits", r.gate_up_k_splits}, {"layer_gate_up_unsplit_us", r.layer_gate_up_unsplit_us}, {"layer_other_warp_specialized_us", r.layer_other_ws_us},
                    {"down_k_splits", r.down_k_splits},
                    {"pct_compute_roof", dev.cublas_tflops > 0 ? 100.0 * r.tflops / dev.cublas_tflops : 0.0},

@@ -32,6 +32,8 @@ struct MoeBenchOptions {
   bool direct_decode = true;           // MoeLayerOptions::direct_decode of the layers timed
   bool warp_specialized = true;        // MoeLayerOptions::warp_specialized of the layers timed (the per-T note
                                        // also times the other setting where it changes the kernels)
+  bool programmatic_prefill_finalize = false;  // MoeLayerOptions::programmatic_prefill_finalize of the layers timed
+                                              // (the per-T note also times the other setting where it applies)
   int min_iters = 20;                  // timed runs per measurement (median)
   double budget_s = 0;                 // > 0: stop before the next T once this much time has passed
   // Called before each T (index, count) and once at the end (count, count), e.g. for a progress bar.
@@ -90,6 +92,9 @@ struct MoeBenchRow {
   double layer_gate_up_unsplit_us = 0;  // with gate_up's K not split where the layer splits it (gate_up_k_splits), else 0
   int gate_up_k_splits = 1;  // the layer's gate_up K splits at the fastest block_m
   double layer_tiled_us = 0;  // with the tiled kernels (MoeLayerOptions::direct_decode off) where the fastest is direct, else 0
+  // with MoeLayerOptions::programmatic_prefill_finalize flipped where the fastest plan's finalize launch changes with it
+  // (a prefill tile's deterministic finalize), else 0
+  double layer_other_finalize_launch_us = 0;
   double layer_unfused_us = 0;  // with the routing kernel where the fastest config fuses routing (MoeLayer::fuses_routing), else 0
   double tokens_per_s = 0;  // projected: T / (layer time x MoE layers)
 };
