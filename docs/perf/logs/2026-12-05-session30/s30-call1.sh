@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Prepared in session 29 (its device time ran out before this call could start; not run yet). Two questions, one call:
+# Prepared in session 29 as next-call.sh; run as session 30's call 1 (on an H200) with the binaries its header says how to build. Two questions, one call:
 # 1. Which launch's programmatic dependence slows the TP8 shard's prefill? The bench's "without programmatic launch"
 #    variant has been 0.8-2.2% faster (medians) at TP8 T=2048..16384 in the logs of sessions 8-29 (prefill.md, "Programmatic
 #    launch costs the TP8 shard"), while on EP8 and the full layer it is level or slower. build-x = HEAD +
