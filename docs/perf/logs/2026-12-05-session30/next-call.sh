@@ -1,0 +1,48 @@
+#!/usr/bin/env bash
+# Prepared in session 30 (its device time ran out before this call could start; not run yet). Three things, one call:
+# 1. The GPU tests of 0ba99cd's final rule (the finalize plain after a prefill tile only where I <= 256; session 30's
+#    call 2 ran the tests of its first version, which also took I > 256) and its TP8 prefill A/B on an H200 against
+#    45a08aa's launches (call 2's A/B ran on an H100).
+# 2. Whether issuing bulk copies holds the direct gate_up's start (TP8 T=1: warp 0's six copies go out 1.0 us after the
+#    ids arrive; 16 warps an SM issue 96): the timeline (variant-direct-timeline-ids.patch of session 29) on HEAD
+#    (build-tl2h), with the tokens' rows never copied (build-tlnox: variant-direct-gate-up-no-x-timing-only.patch, 4 of
+#    6 copies, wrong results, timing only), and with the K range in one piece (build-tlp1:
+#    variant-direct-gate-up-one-piece.patch, 3 copies, correct). If "copies issued" moves by about a third of 1.0 us
+#    with a third fewer copies, the copy count is the cost, and the rows by the lanes' own cp.async (not the bulk-copy
+#    unit) is the change to build.
+# Binaries, from a checkout of HEAD with build-sm90 configured (scripts/gpu-build), in this folder's patches' order:
+#   D=docs/perf/logs/2026-12-05-session30; S=docs/perf/logs/2026-12-05-session29
+#   mkdir -p build-n && cp build-sm90/fp4moe build-sm90/tests/fp4moe_gpu_tests build-n/
+#   git apply $S/variant-direct-timeline-ids.patch && cmake --build build-sm90 --target fp4moe_cli && mkdir -p build-tl2h && cp build-sm90/fp4moe build-tl2h/ && git checkout kernels src
+#   for v in tlnox:variant-direct-gate-up-no-x-timing-only tlp1:variant-direct-gate-up-one-piece; do git apply $D/${v#*:}.patch
+#     cmake --build build-sm90 --target fp4moe_cli && mkdir -p build-${v%%:*} && cp build-sm90/fp4moe build-${v%%:*}/; git checkout kernels src; done
+#   build-x: 45a08aa's fp4moe (git worktree of 45a08aa, scripts/gpu-build there) -- or session 29's experiment build
+#   (experiment-pdl-off-mask.patch on 45a08aa), whose launches without FP4MOE_EXP_PDL_OFF are 45a08aa's.
+#   tar czf .device/bins-s31.tgz build-n/fp4moe build-n/fp4moe_gpu_tests build-x/fp4moe build-tl2h/fp4moe build-tlnox/fp4moe build-tlp1/fp4moe
+#   cp docs/perf/logs/2026-12-05-session30/next-call.sh .device/
+# Run: carry [".device/bins-s31.tgz", ".device/next-call.sh"], bash .device/next-call.sh (about 3 minutes).
+set -uo pipefail
+. scripts/gpu-env
+T0=$(date +%s); el() { echo $(( $(date +%s) - T0 )); }
+tar xzf .device/bins-s31.tgz
+L=$OUT/logs; mkdir -p $L
+trap 'cd $OUT && tar czf logs.tgz logs' EXIT
+nvidia-smi --query-gpu=name,clocks.sm,power.draw,temperature.gpu --format=csv > $L/smi.txt 2>&1
+FP4MOE_FUZZ_CASES=60 timeout 150 build-n/fp4moe_gpu_tests > $L/gpu-tests.log 2>&1; echo "gpu tests rc=$? ($(el)s): $(grep -h 'PASSED\|FAILED\|tests from .* ran' $L/gpu-tests.log | tr '\n' ' ')"
+s() { grep -o 'T=[0-9]*: max\|layer ([0-9.]* us)\|without programmatic launch [0-9.]* us ([-+0-9.%]*)\|programmatic dependent too [0-9.]* us ([-+0-9.%]*)\|[0-9.]* us per pass' "$1" | tr '\n' ' ' | sed 's/: max//g; s/without programmatic launch/noPDL/g; s/programmatic dependent too/finPDL/g'; }
+for r in 1 2; do
+  for b in n x; do
+    timeout 60 build-$b/fp4moe bench --tp 8 --tokens 2048 4096 8192 16384 --block-m 64 128 --no-graph --iters 10 > $L/pf-tp8-$b-$r.log 2>&1
+    echo "$b r$r tp8 ($(el)s): $(s $L/pf-tp8-$b-$r.log)"
+  done
+done
+for r in 1 2; do
+  for b in tl2h tlnox tlp1; do
+    for a in "--tp 8 --tokens 1" "--ep 8 --tokens 1" "--tp 8 --tokens 2"; do
+      tag=$(echo "$a" | tr -d ' -'); log=$L/$b-$tag-$r.log
+      FP4MOE_EXP_TIMELINE=1 timeout 40 build-$b/fp4moe bench $a --iters 20 > $log 2>&1
+      # (the fourth timeline a log prints is the main layer's last pass: layers print at destruction, the main one last)
+      echo "$b r$r $a ($(el)s): $(s $log) | $(awk '/^timeline \(/{n++} n==4' $log | grep 'ids arrived\|copies issued\|gu routed\|piece0\|gu stored\|dn end' | sed 's/^timeline \(.*[a-z0-9]\) *n=.* p50 *\([0-9.]*\).*/\1 \2;/' | tr -s ' \n' ' ')"
+    done
+  done
+done
