@@ -101,14 +101,14 @@ struct MoeLayerOptions {
   // of whatever kernel the stream ran before the call (the router, the previous layer), which it waits for before
   // it reads or writes anything. Off: plain stream order (same results, bit for bit).
   bool programmatic_launch = true;
-  // With programmatic_launch on sm_90+: whether the deterministic finalize kernel after a prefill tile's down GEMM
+  // With programmatic_launch, sm_90's kernels: whether the deterministic finalize kernel after a prefill tile's down GEMM
   // (block_m >= 64) on a layer with I <= 256 (a TP shard: down's K is one or two tiles and its fp32 partials are the
   // largest part of the pass) is a programmatic dependent too. Off (the default): it launches plain, after down has
   // finished; the kernels before it stay programmatic. On the H200 that made the GLM-5 TP8 shard 1.5-3% faster at
   // T = 2048..16384 than every launch programmatic, and faster than every launch plain (docs/perf/prefill.md, "The
   // finalize after a TP shard's prefill tile launches plain"). Decode tiles (block_m <= 32), whose finalize starts
-  // behind down's tail, and layers with a longer down K (where it was level or mixed) keep it programmatic either
-  // way. Same results, bit for bit.
+  // behind down's tail, layers with a longer down K (where it was level or mixed) and the sm_120 kernels (not measured)
+  // keep it programmatic either way. Same results, bit for bit.
   bool programmatic_prefill_finalize = false;
   // At most kMaxFusedRoutingPairs (token, expert) pairs (a decode step of up to 64 / top_k tokens) with a
   // decode tile (block_m <= 16; on sm_90 at block_m 16 up to 32 pairs, above which its warp-specialized tile runs):

@@ -432,7 +432,9 @@ Status make_run_plan(const PlanContext& c, int64_t num_tokens, int block_m, int 
   p.gate_up_k_splits = gu_splits;
   p.fused_routing = ch.fused_routing;
   p.programmatic_launch = o.programmatic_launch && c.arch >= 90;
-  p.programmatic_finalize = p.programmatic_launch && (bm < kPlainFinalizeMinBlockM || s.intermediate > kPlainFinalizeMaxDownK ||
+  // (sm_90's kernels only: the rule was measured there; sm_120's finalize keeps the programmatic launch)
+  p.programmatic_finalize = p.programmatic_launch && (c.arch != 90 || bm < kPlainFinalizeMinBlockM ||
+                                                      s.intermediate > kPlainFinalizeMaxDownK ||
                                                       o.programmatic_prefill_finalize || !finalize_is_deterministic(o.finalize));
   p.finalize = o.finalize;
   p.source = source;

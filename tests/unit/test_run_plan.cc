@@ -197,8 +197,8 @@ TEST(RunPlan, PrefillTileWhereItsChunksPay) {
 
 // The deterministic finalize after a prefill tile's down (block_m >= kPlainFinalizeMinBlockM) on a TP shard (I <=
 // kPlainFinalizeMaxDownK) launches plain, the kernels before it programmatic; decode tiles, layers with a longer down
-// K (the full layer, an EP rank), the atomic finalize's convert kernel and the option keep it programmatic; without
-// programmatic launch nothing is.
+// K (the full layer, an EP rank), the atomic finalize's convert kernel, sm_120's kernels and the option keep it
+// programmatic; without programmatic launch nothing is.
 TEST(RunPlan, TensorParallelPrefillFinalizeLaunchesPlain) {
   Fixture f = h200();
   for (const MoeShape& full : {MoeShape{256, 6144, 2048, 8}, MoeShape{32, 6144, 2048, 8, 256, 0}}) {
@@ -235,6 +235,14 @@ TEST(RunPlan, TensorParallelPrefillFinalizeLaunchesPlain) {
   f.options.finalize = FinalizeMode::kDeterministic;
   f.options.programmatic_prefill_finalize = true;
   EXPECT_TRUE(f.plan(4096).programmatic_finalize);
+  f.options.programmatic_prefill_finalize = false;
+  Fixture g;  // sm_120's kernels (RTX PRO 6000): the rule was measured on sm_90 only
+  g.arch = 120;
+  g.configs = resident_on(120, 188);
+  g.shape = f.shape;
+  const MoeRunPlan q = g.plan(16384);
+  EXPECT_GE(q.block_m, kPlainFinalizeMinBlockM);
+  EXPECT_TRUE(q.programmatic_launch && q.programmatic_finalize) << q.to_string();
   f.options.programmatic_launch = false;
   for (bool opt : {false, true}) {
     f.options.programmatic_prefill_finalize = opt;
