@@ -48,9 +48,10 @@ MoeRunPlan plan_of(const MoeLayer& l, int64_t T, int bm) {
   return p;
 }
 
-// Whether plan `p` of a layer of shape `s` has its finalize launch follow MoeLayerOptions::programmatic_prefill_finalize:
-// a prefill tile's deterministic finalize kernel with programmatic launch on, where down's K is short (a default plan,
-// block_m 0, never).
+// Whether plan `p` of a layer of shape `s` may have its finalize launch follow
+// MoeLayerOptions::programmatic_prefill_finalize: a prefill tile's deterministic finalize kernel with programmatic launch
+// on, where down's K is short (a default plan, block_m 0, never). (The rule also needs sm_90's kernels, which a plan
+// does not name: the per-T note compares the two layers' plans.)
 bool finalize_launch_varies(const MoeShape& s, const MoeRunPlan& p) {
   return p.programmatic_launch && !p.direct_decode && !p.direct_down && finalize_is_deterministic(p.finalize) &&
          p.block_m >= kPlainFinalizeMinBlockM && s.intermediate <= kPlainFinalizeMaxDownK;
@@ -337,7 +338,10 @@ Status run_moe_bench(const MoeBenchOptions& o, MoeBenchDevice* dev, std::vector<
         if (other.block_m == r.block_m && main_plan.gate_up.family != other.gate_up.family)
           variants.push_back({&layer_other_ws, &r.layer_other_ws_us});
         if (main_plan.fused_routing) variants.push_back({&layer_unfused, &r.layer_unfused_us});
-        if (finalize_launch_varies(o.shape, main_plan)) variants.push_back({&layer_other_fin, &r.layer_other_finalize_launch_us});
+        // (where the other setting changes this plan's finalize launch: not on sm_120's kernels, for one)
+        if (finalize_launch_varies(o.shape, main_plan) &&
+            plan_of(layer_other_fin, T, r.block_m).programmatic_finalize != main_plan.programmatic_finalize)
+          variants.push_back({&layer_other_fin, &r.layer_other_finalize_launch_us});
       }
       if (main_plan.gate_up_k_splits > 1) variants.push_back({&layer, &r.layer_gate_up_unsplit_us, 1});
       constexpr int kRounds = 3;
