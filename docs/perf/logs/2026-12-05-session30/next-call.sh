@@ -8,19 +8,24 @@
 #    (build-tl2h), with the tokens' rows never copied (build-tlnox: variant-direct-gate-up-no-x-timing-only.patch, 4 of
 #    6 copies, wrong results, timing only), and with the K range in one piece (build-tlp1:
 #    variant-direct-gate-up-one-piece.patch, 3 copies, correct). If "copies issued" moves by about a third of 1.0 us
-#    with a third fewer copies, the copy count is the cost, and the rows by the lanes' own cp.async (not the bulk-copy
-#    unit) is the change to build.
+#    with a third fewer copies, the copy count is the cost.
+# 3. That change, built: the tokens' rows by the lanes' own 16-byte cp.async while the ids are in flight, not by bulk
+#    copies (variant-direct-gate-up-rows-by-lanes.patch, correct): build-rl (its GPU tests and the chained pass at T=1
+#    and 2 against build-n, alternated twice) and build-tlrl (the same with the timeline).
 # Binaries, from a checkout of HEAD with build-sm90 configured (scripts/gpu-build), in this folder's patches' order:
 #   D=docs/perf/logs/2026-12-05-session30; S=docs/perf/logs/2026-12-05-session29
 #   mkdir -p build-n && cp build-sm90/fp4moe build-sm90/tests/fp4moe_gpu_tests build-n/
 #   git apply $S/variant-direct-timeline-ids.patch && cmake --build build-sm90 --target fp4moe_cli && mkdir -p build-tl2h && cp build-sm90/fp4moe build-tl2h/ && git checkout kernels src
 #   for v in tlnox:variant-direct-gate-up-no-x-timing-only tlp1:variant-direct-gate-up-one-piece; do git apply $D/${v#*:}.patch
 #     cmake --build build-sm90 --target fp4moe_cli && mkdir -p build-${v%%:*} && cp build-sm90/fp4moe build-${v%%:*}/; git checkout kernels src; done
+#   git apply $D/variant-direct-gate-up-rows-by-lanes.patch && cmake --build build-sm90 --target fp4moe_cli fp4moe_gpu_tests && mkdir -p build-rl && cp build-sm90/fp4moe build-sm90/tests/fp4moe_gpu_tests build-rl/ && git checkout kernels
+#   build-tlrl: the timeline patch, then the rows-by-lanes edit by hand (the two patches overlap in copy_piece's calls)
 #   build-x: 45a08aa's fp4moe (git worktree of 45a08aa, scripts/gpu-build there) -- or session 29's experiment build
 #   (experiment-pdl-off-mask.patch on 45a08aa), whose launches without FP4MOE_EXP_PDL_OFF are 45a08aa's.
-#   tar czf .device/bins-s31.tgz build-n/fp4moe build-n/fp4moe_gpu_tests build-x/fp4moe build-tl2h/fp4moe build-tlnox/fp4moe build-tlp1/fp4moe
+#   tar czf .device/bins-s31.tgz build-n/fp4moe build-n/fp4moe_gpu_tests build-x/fp4moe build-tl2h/fp4moe build-tlnox/fp4moe \
+#     build-tlp1/fp4moe build-rl/fp4moe build-rl/fp4moe_gpu_tests build-tlrl/fp4moe
 #   cp docs/perf/logs/2026-12-05-session30/next-call.sh .device/
-# Run: carry [".device/bins-s31.tgz", ".device/next-call.sh"], bash .device/next-call.sh (about 3 minutes).
+# Run: carry [".device/bins-s31.tgz", ".device/next-call.sh"], bash .device/next-call.sh (about 4 minutes).
 set -uo pipefail
 . scripts/gpu-env
 T0=$(date +%s); el() { echo $(( $(date +%s) - T0 )); }
@@ -28,7 +33,9 @@ tar xzf .device/bins-s31.tgz
 L=$OUT/logs; mkdir -p $L
 trap 'cd $OUT && tar czf logs.tgz logs' EXIT
 nvidia-smi --query-gpu=name,clocks.sm,power.draw,temperature.gpu --format=csv > $L/smi.txt 2>&1
-FP4MOE_FUZZ_CASES=60 timeout 150 build-n/fp4moe_gpu_tests > $L/gpu-tests.log 2>&1; echo "gpu tests rc=$? ($(el)s): $(grep -h 'PASSED\|FAILED\|tests from .* ran' $L/gpu-tests.log | tr '\n' ' ')"
+for b in n rl; do
+  FP4MOE_FUZZ_CASES=60 timeout 150 build-$b/fp4moe_gpu_tests > $L/gpu-tests-$b.log 2>&1; echo "$b gpu tests rc=$? ($(el)s): $(grep -h 'PASSED\|FAILED\|tests from .* ran' $L/gpu-tests-$b.log | tr '\n' ' ')"
+done
 s() { grep -o 'T=[0-9]*: max\|layer ([0-9.]* us)\|without programmatic launch [0-9.]* us ([-+0-9.%]*)\|programmatic dependent too [0-9.]* us ([-+0-9.%]*)\|[0-9.]* us per pass' "$1" | tr '\n' ' ' | sed 's/: max//g; s/without programmatic launch/noPDL/g; s/programmatic dependent too/finPDL/g'; }
 for r in 1 2; do
   for b in n x; do
@@ -37,7 +44,15 @@ for r in 1 2; do
   done
 done
 for r in 1 2; do
-  for b in tl2h tlnox tlp1; do
+  for b in n rl; do
+    for a in "--tp 8" "--ep 8"; do
+      tag=$(echo "$a" | tr -d ' -'); timeout 40 build-$b/fp4moe bench $a --tokens 1 2 3 --iters 20 > $L/dec-$b-$tag-$r.log 2>&1
+      echo "$b r$r $a ($(el)s): $(s $L/dec-$b-$tag-$r.log)"
+    done
+  done
+done
+for r in 1 2; do
+  for b in tl2h tlnox tlp1 tlrl; do
     for a in "--tp 8 --tokens 1" "--ep 8 --tokens 1" "--tp 8 --tokens 2"; do
       tag=$(echo "$a" | tr -d ' -'); log=$L/$b-$tag-$r.log
       FP4MOE_EXP_TIMELINE=1 timeout 40 build-$b/fp4moe bench $a --iters 20 > $log 2>&1
