@@ -86,8 +86,8 @@ inline constexpr int kMaxFusedRoutingPairs = 64;
 inline constexpr int kMaxDirectDecodePairs = 32;
 
 // From this block_m on (the prefill tiles), on a layer whose down GEMM has at most kPlainFinalizeMaxDownK of K (the
-// intermediate size: a tensor-parallel shard's), the deterministic finalize kernel launches plain after down rather
-// than as its programmatic dependent (MoeLayerOptions::programmatic_prefill_finalize says why).
+// intermediate size: a tensor-parallel shard's), sm_90's kernels launch the deterministic finalize plain after down
+// rather than as its programmatic dependent (MoeLayerOptions::programmatic_prefill_finalize says why).
 inline constexpr int kPlainFinalizeMinBlockM = 64;
 inline constexpr int64_t kPlainFinalizeMaxDownK = 256;
 
@@ -104,9 +104,9 @@ struct MoeLayerOptions {
   // With programmatic_launch, sm_90's kernels: whether the deterministic finalize kernel after a prefill tile's down GEMM
   // (block_m >= 64) on a layer with I <= 256 (a TP shard: down's K is one or two tiles and its fp32 partials are the
   // largest part of the pass) is a programmatic dependent too. Off (the default): it launches plain, after down has
-  // finished; the kernels before it stay programmatic. On the H200 that made the GLM-5 TP8 shard 1.5-3% faster at
-  // T = 2048..16384 than every launch programmatic, and faster than every launch plain (docs/perf/prefill.md, "The
-  // finalize after a TP shard's prefill tile launches plain"). Decode tiles (block_m <= 32), whose finalize starts
+  // finished; the kernels before it stay programmatic. On the H200 that made the GLM-5 TP8 shard 0.7-2.8% faster at
+  // T = 2048..16384 than every launch programmatic (docs/perf/prefill.md, "The finalize after a TP shard's prefill
+  // tile launches plain"). Decode tiles (block_m <= 32), whose finalize starts
   // behind down's tail, layers with a longer down K (where it was level or mixed) and the sm_120 kernels (not measured)
   // keep it programmatic either way. Same results, bit for bit.
   bool programmatic_prefill_finalize = false;
@@ -203,8 +203,9 @@ struct MoeRunPlan {
   int gate_up_k_splits = 1;
   bool fused_routing = false;  // the GEMM kernels route the pairs; no routing kernel
   bool programmatic_launch = false;
-  // The finalize kernel is a programmatic dependent of down (programmatic_launch, except after a prefill tile's down
-  // on a layer with I <= kPlainFinalizeMaxDownK, unless MoeLayerOptions::programmatic_prefill_finalize)
+  // The finalize kernel is a programmatic dependent of down (programmatic_launch, except on sm_90's kernels after a
+  // prefill tile's down on a layer with I <= kPlainFinalizeMaxDownK, unless
+  // MoeLayerOptions::programmatic_prefill_finalize). Meaningless where the plan has no finalize kernel (direct paths).
   bool programmatic_finalize = false;
   FinalizeMode finalize = FinalizeMode::kDeterministic;
   // The call runs the direct decode path (`direct`): block_m is then its chunk size (8 tokens), both split counts 1

@@ -549,7 +549,8 @@ Status MoeLayer::Impl::run(const MoeForwardArgs& a, void* workspace, size_t work
                              pdl_ok && (phases & kPhaseGateUp), dn, ex));
     auto* out = static_cast<__nv_bfloat16*>(a.output);
     if (det) {
-      // (After a prefill tile's down, plain unless the options say otherwise: MoeRunPlan::programmatic_finalize.)
+      // (On sm_90's kernels after a TP shard's prefill tile, plain unless the options say otherwise:
+      // MoeRunPlan::programmatic_finalize.)
       // The fixed-order sum over the partial type P (fp32, or bf16 partials): kFinalizeCols<P> columns per thread.
       auto gather = [&](auto p_type) {
         using P = decltype(p_type);

@@ -180,7 +180,16 @@ Status run_moe_bench(const MoeBenchOptions& o, MoeBenchDevice* dev, std::vector<
           any_prefill_finalize = any_prefill_finalize || finalize_launch_varies(o.shape, plan_of(layer, T, bm));
       }
       if (any_direct) FP4MOE_RETURN_IF_ERROR(layer_tiled.init(o.shape, tiled, w13, w2, nullptr));
-      if (any_prefill_finalize) FP4MOE_RETURN_IF_ERROR(layer_other_fin.init(o.shape, other_fin, w13, w2, nullptr));
+      if (any_prefill_finalize) {
+        FP4MOE_RETURN_IF_ERROR(layer_other_fin.init(o.shape, other_fin, w13, w2, nullptr));
+        // (kept only where some plan's finalize launch changes with the option: not on sm_120's kernels, for one)
+        bool differs = false;
+        for (int64_t T : o.tokens)
+          for (int bm : o.block_ms.empty() ? shipped_block_ms() : o.block_ms)
+            differs = differs || (T >= 1 && plan_of(layer_other_fin, T, bm).programmatic_finalize !=
+                                                plan_of(layer, T, bm).programmatic_finalize);
+        if (!differs) layer_other_fin = MoeLayer{};
+      }
       if (o.finalize != FinalizeMode::kAtomic) FP4MOE_RETURN_IF_ERROR(layer_atomic.init(o.shape, atomic, w13, w2, nullptr));
       if (main_det) FP4MOE_RETURN_IF_ERROR(layer_other_det.init(o.shape, other_det, w13, w2, nullptr));
     }

@@ -11,7 +11,7 @@
 # Binaries, from a checkout of this commit with build-sm90 configured (scripts/gpu-build):
 #   for v in x:experiment-pdl-off-mask tl2:variant-direct-timeline-ids; do git apply docs/perf/logs/2026-12-05-session29/${v#*:}.patch
 #     cmake --build build-sm90 --target fp4moe_cli && mkdir -p build-${v%%:*} && cp build-sm90/fp4moe build-${v%%:*}/; git checkout kernels src; done
-#   tar czf .device/bins-next.tgz build-x/fp4moe build-tl2/fp4moe; cp docs/perf/logs/2026-12-05-session29/next-call.sh .device/
+#   tar czf .device/bins-next.tgz build-x/fp4moe build-tl2/fp4moe; cp docs/perf/logs/2026-12-05-session30/s30-call1.sh .device/next-call.sh  (this file; session 29's copy is in git)
 # Run: carry [".device/bins-next.tgz", ".device/next-call.sh"], bash .device/next-call.sh (about 3 minutes).
 set -uo pipefail
 . scripts/gpu-env
