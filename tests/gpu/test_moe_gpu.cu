@@ -166,6 +166,42 @@ TEST(MoeGpu, ProgrammaticLaunchIsBitIdenticalToPlainLaunch) {
   EXPECT_EQ(p.out.download<uint16_t>(with_pdl.size()), with_pdl) << "plain and programmatic launches differ";
 }
 
+// The types of the last two dependencies of one forward pass of `l` captured in a CUDA graph: into its sink (the
+// finalize kernel) and into that node's predecessor (down). A launch with programmatic stream serialization becomes a
+// programmatic edge (cudaGraphDependencyTypeProgrammatic), a plain one a default edge.
+void last_two_edge_types(const MoeLayer& l, const MoeForwardArgs& a, void* ws, size_t ws_bytes, int* into_sink,
+                         int* into_pred) {
+  cudaStream_t s;
+  ASSERT_EQ(cudaStreamCreate(&s), cudaSuccess);
+  cudaGraph_t graph = nullptr;
+  ASSERT_EQ(cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal), cudaSuccess);
+  const Status st = l.run(a, ws, ws_bytes, s);
+  ASSERT_EQ(cudaStreamEndCapture(s, &graph), cudaSuccess);
+  ASSERT_TRUE(st.is_ok()) << st.to_string();
+  size_t n = 0;
+  ASSERT_EQ(cudaGraphGetEdges(graph, nullptr, nullptr, nullptr, &n), cudaSuccess);
+  std::vector<cudaGraphNode_t> from(n), to(n);
+  std::vector<cudaGraphEdgeData> data(n);
+  ASSERT_EQ(cudaGraphGetEdges(graph, from.data(), to.data(), data.data(), &n), cudaSuccess);
+  ASSERT_GE(n, 2u) << "a pass of routing, gate_up, down and the finalize is a chain of kernels";
+  auto edge_into = [&](cudaGraphNode_t node) {
+    for (size_t i = 0; i < n; ++i)
+      if (to[i] == node) return static_cast<int>(i);
+    return -1;
+  };
+  cudaGraphNode_t sink = nullptr;
+  for (size_t i = 0; i < n && sink == nullptr; ++i)
+    if (std::find(from.begin(), from.end(), to[i]) == from.end()) sink = to[i];
+  const int last = edge_into(sink);
+  ASSERT_GE(last, 0);
+  const int before = edge_into(from[static_cast<size_t>(last)]);
+  ASSERT_GE(before, 0);
+  *into_sink = data[static_cast<size_t>(last)].type;
+  *into_pred = data[static_cast<size_t>(before)].type;
+  cudaGraphDestroy(graph);
+  cudaStreamDestroy(s);
+}
+
 // A TP shard's prefill tile (I <= kPlainFinalizeMaxDownK) on sm_90's kernels has its finalize launched plain after a
 // programmatic down (MoeRunPlan::programmatic_finalize), or as its programmatic dependent with
 // MoeLayerOptions::programmatic_prefill_finalize: the same output bit for bit, checked against the reference, at both
@@ -202,6 +238,17 @@ TEST(MoeGpu, PrefillFinalizeLaunchIsBitIdenticalEitherWay) {
     ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
     EXPECT_EQ(p.out.download<uint16_t>(plain_finalize.size()), plain_finalize)
         << "the finalize launched plain and as a programmatic dependent differ";
+    // The launches themselves: down -> finalize a default edge under the rule and a programmatic one with the option;
+    // gate_up -> down programmatic either way.
+    int sink = -1, pred = -1;
+    last_two_edge_types(p.layer, p.args(), p.ws.get(), p.ws.bytes(), &sink, &pred);
+    if (HasFatalFailure()) return;
+    EXPECT_EQ(sink, cudaGraphDependencyTypeDefault) << "down -> finalize, the rule";
+    EXPECT_EQ(pred, cudaGraphDependencyTypeProgrammatic) << "gate_up -> down, the rule";
+    last_two_edge_types(all_pdl, p.args(), p.ws.get(), p.ws.bytes(), &sink, &pred);
+    if (HasFatalFailure()) return;
+    EXPECT_EQ(sink, cudaGraphDependencyTypeProgrammatic) << "down -> finalize, programmatic_prefill_finalize";
+    EXPECT_EQ(pred, cudaGraphDependencyTypeProgrammatic) << "gate_up -> down, programmatic_prefill_finalize";
     ++ran;
   }
   EXPECT_EQ(ran, 2) << "sm_90 plans both prefill tiles for this shape";
