@@ -12,6 +12,9 @@
 # 3. That change, built: the tokens' rows by the lanes' own 16-byte cp.async while the ids are in flight, not by bulk
 #    copies (variant-direct-gate-up-rows-by-lanes.patch, correct): build-rl (its GPU tests and the chained pass at T=1
 #    and 2 against build-n, alternated twice) and build-tlrl (the same with the timeline).
+# 4. Why the direct kernels' fixed steps take as long as they do (gate_up's routing 1.1 us for 8 pairs, where its
+#    shuffles should take a few hundred cycles): ncu's warp states of both direct kernels at TP8 T=1 (HEAD), to see
+#    whether "no instruction" (a cold instruction cache at each launch) or the shuffles' dependencies hold them.
 # Binaries, from a checkout of HEAD with build-sm90 configured (scripts/gpu-build), in this folder's patches' order:
 #   D=docs/perf/logs/2026-12-05-session30; S=docs/perf/logs/2026-12-05-session29
 #   mkdir -p build-n && cp build-sm90/fp4moe build-sm90/tests/fp4moe_gpu_tests build-n/
@@ -25,7 +28,7 @@
 #   tar czf .device/bins-s31.tgz build-n/fp4moe build-n/fp4moe_gpu_tests build-x/fp4moe build-tl2h/fp4moe build-tlnox/fp4moe \
 #     build-tlp1/fp4moe build-rl/fp4moe build-rl/fp4moe_gpu_tests build-tlrl/fp4moe
 #   cp docs/perf/logs/2026-12-05-session30/next-call.sh .device/
-# Run: carry [".device/bins-s31.tgz", ".device/next-call.sh"], bash .device/next-call.sh (about 4 minutes).
+# Run: carry [".device/bins-s31.tgz", ".device/next-call.sh"], bash .device/next-call.sh (about 5 minutes).
 set -uo pipefail
 . scripts/gpu-env
 T0=$(date +%s); el() { echo $(( $(date +%s) - T0 )); }
@@ -61,3 +64,7 @@ for r in 1 2; do
     done
   done
 done
+NCU=$(command -v ncu || ls /usr/local/cuda/bin/ncu /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -1)
+timeout 120 $NCU --clock-control none --cache-control none -k 'regex:moe_direct' -s 40 -c 4 --section WarpStateStats \
+  --section SchedulerStats --section LaunchStats build-n/fp4moe bench --tp 8 --tokens 1 --iters 20 --no-graph > $L/ncu-direct-tp8-t1.txt 2>&1
+echo "ncu rc $? ($(el)s): $(grep -E 'moe_direct|Stall No Instruction|No Eligible|Warp Cycles Per Issued' $L/ncu-direct-tp8-t1.txt | head -12 | tr -s ' ' | tr '\n' ';')"
