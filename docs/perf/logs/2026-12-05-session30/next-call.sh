@@ -66,5 +66,5 @@ for r in 1 2; do
 done
 NCU=$(command -v ncu || ls /usr/local/cuda/bin/ncu /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -1)
 timeout 120 $NCU --clock-control none --cache-control none -k 'regex:moe_direct' -s 40 -c 4 --section WarpStateStats \
-  --section SchedulerStats --section LaunchStats build-n/fp4moe bench --tp 8 --tokens 1 --iters 20 --no-graph > $L/ncu-direct-tp8-t1.txt 2>&1
-echo "ncu rc $? ($(el)s): $(grep -E 'moe_direct|Stall No Instruction|No Eligible|Warp Cycles Per Issued' $L/ncu-direct-tp8-t1.txt | head -12 | tr -s ' ' | tr '\n' ';')"
+  --section SchedulerStats --metrics 'regex:smsp__average_warps_issue_stalled_.*_per_issue_active\.ratio' build-n/fp4moe bench --tp 8 --tokens 1 --iters 20 --no-graph > $L/ncu-direct-tp8-t1.txt 2>&1
+echo "ncu rc $? ($(el)s): $(grep -E 'moe_direct|stalled_(no_instruction|wait|short_scoreboard|long_scoreboard|barrier|branch_resolving)|Warp Cycles Per Issued' $L/ncu-direct-tp8-t1.txt | head -20 | tr -s ' ' | tr '\n' ';')"
