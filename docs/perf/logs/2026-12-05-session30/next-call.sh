@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# Prepared in session 30 (its device time ran out before this call could start; not run yet). Three things, one call:
-# 1. The GPU tests of 0ba99cd's final rule (the finalize plain after a prefill tile only where I <= 256; session 30's
-#    call 2 ran the tests of its first version, which also took I > 256) and its TP8 prefill A/B on an H200 against
+# Prepared in session 30 (its device time ran out before this call could start; not run yet). Four things, one call:
+# 1. The GPU tests of the final rule at HEAD (the finalize plain after a prefill tile only where I <= 256, sm_90;
+#    session 30's call 2 ran the tests of its first version, which also took I > 256; e3c8965's graph-edge check is new) and its TP8 prefill A/B on an H200 against
 #    45a08aa's launches (call 2's A/B ran on an H100).
 # 2. Whether issuing bulk copies holds the direct gate_up's start (TP8 T=1: warp 0's six copies go out 1.0 us after the
 #    ids arrive; 16 warps an SM issue 96): the timeline (variant-direct-timeline-ids.patch of session 29) on HEAD
@@ -22,7 +22,8 @@
 #   for v in tlnox:variant-direct-gate-up-no-x-timing-only tlp1:variant-direct-gate-up-one-piece; do git apply $D/${v#*:}.patch
 #     cmake --build build-sm90 --target fp4moe_cli && mkdir -p build-${v%%:*} && cp build-sm90/fp4moe build-${v%%:*}/; git checkout kernels src; done
 #   git apply $D/variant-direct-gate-up-rows-by-lanes.patch && cmake --build build-sm90 --target fp4moe_cli fp4moe_gpu_tests && mkdir -p build-rl && cp build-sm90/fp4moe build-sm90/tests/fp4moe_gpu_tests build-rl/ && git checkout kernels
-#   build-tlrl: the timeline patch, then the rows-by-lanes edit by hand (the two patches overlap in copy_piece's calls)
+#   build-tlrl: the timeline patch, then the rows-by-lanes edit by hand (the two patches overlap in copy_piece's calls;
+#   session 30 made it with a script of string replacements equal to the rows-by-lanes patch)
 #   build-x: 45a08aa's fp4moe (git worktree of 45a08aa, scripts/gpu-build there) -- or session 29's experiment build
 #   (experiment-pdl-off-mask.patch on 45a08aa), whose launches without FP4MOE_EXP_PDL_OFF are 45a08aa's.
 #   tar czf .device/bins-s31.tgz build-n/fp4moe build-n/fp4moe_gpu_tests build-x/fp4moe build-tl2h/fp4moe build-tlnox/fp4moe \
