@@ -23,7 +23,7 @@
 #     cmake --build build-sm90 --target fp4moe_cli && mkdir -p build-${v%%:*} && cp build-sm90/fp4moe build-${v%%:*}/; git checkout kernels src; done
 #   git apply $D/variant-direct-gate-up-rows-by-lanes.patch && cmake --build build-sm90 --target fp4moe_cli fp4moe_gpu_tests && mkdir -p build-rl && cp build-sm90/fp4moe build-sm90/tests/fp4moe_gpu_tests build-rl/ && git checkout kernels
 #   build-tlrl: the timeline patch, then the rows-by-lanes edit by hand (the two patches overlap in copy_piece's calls;
-#   session 30 made it with a script of string replacements equal to the rows-by-lanes patch)
+#   python3 $D/rows-by-lanes-edit.py after the timeline patch)
 #   build-x: 45a08aa's fp4moe (git worktree of 45a08aa, scripts/gpu-build there) -- or session 29's experiment build
 #   (experiment-pdl-off-mask.patch on 45a08aa), whose launches without FP4MOE_EXP_PDL_OFF are 45a08aa's.
 #   tar czf .device/bins-s31.tgz build-n/fp4moe build-n/fp4moe_gpu_tests build-x/fp4moe build-tl2h/fp4moe build-tlnox/fp4moe \
