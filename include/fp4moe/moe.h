@@ -106,9 +106,9 @@ struct MoeLayerOptions {
   // largest part of the pass) is a programmatic dependent too. Off (the default): it launches plain, after down has
   // finished; the kernels before it stay programmatic. On the H200 that made the GLM-5 TP8 shard 0.7-2.8% faster at
   // T = 2048..16384 than every launch programmatic (docs/perf/prefill.md, "The finalize after a TP shard's prefill
-  // tile launches plain"). Decode tiles (block_m <= 32), whose finalize starts
-  // behind down's tail, layers with a longer down K (where it was level or mixed) and the sm_120 kernels (not measured)
-  // keep it programmatic either way. Same results, bit for bit.
+  // tile launches plain"). Decode tiles (block_m <= 32), whose finalize starts behind down's tail, layers with a
+  // longer down K (where it was level or mixed) and the sm_120 kernels (not measured) keep it programmatic either way.
+  // Same results, bit for bit.
   bool programmatic_prefill_finalize = false;
   // At most kMaxFusedRoutingPairs (token, expert) pairs (a decode step of up to 64 / top_k tokens) with a
   // decode tile (block_m <= 16; on sm_90 at block_m 16 up to 32 pairs, above which its warp-specialized tile runs):
@@ -205,7 +205,8 @@ struct MoeRunPlan {
   bool programmatic_launch = false;
   // The finalize kernel is a programmatic dependent of down (programmatic_launch, except on sm_90's kernels after a
   // prefill tile's down on a layer with I <= kPlainFinalizeMaxDownK, unless
-  // MoeLayerOptions::programmatic_prefill_finalize). Meaningless where the plan has no finalize kernel (direct paths).
+  // MoeLayerOptions::programmatic_prefill_finalize); equal to programmatic_launch where the plan has no finalize
+  // kernel (the direct paths). So programmatic_launch && !programmatic_finalize: the rule took this plan.
   bool programmatic_finalize = false;
   FinalizeMode finalize = FinalizeMode::kDeterministic;
   // The call runs the direct decode path (`direct`): block_m is then its chunk size (8 tokens), both split counts 1

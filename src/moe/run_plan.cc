@@ -44,8 +44,8 @@ std::string MoeRunPlan::to_string() const {
                   (direct_down ? std::string(", ") : "; down K in " + std::to_string(down_k_splits) + " split(s), ") +
                   (fused_routing ? "routing inside the GEMMs, " : "routing kernel, ") +
                   finalize_mode_name(finalize) + " finalize" +
-                  (programmatic_launch ? (programmatic_finalize || direct_down ? ", programmatic launch"
-                                                                                : ", programmatic launch (the finalize plain)")
+                  (programmatic_launch ? (programmatic_finalize ? ", programmatic launch"
+                                                                : ", programmatic launch (the finalize plain)")
                                        : "");
   if (cluster_decode)
     s += "; gate_up and down in one kernel: " + std::to_string(clusters) + " clusters of " +
@@ -432,10 +432,6 @@ Status make_run_plan(const PlanContext& c, int64_t num_tokens, int block_m, int 
   p.gate_up_k_splits = gu_splits;
   p.fused_routing = ch.fused_routing;
   p.programmatic_launch = o.programmatic_launch && c.arch >= 90;
-  // (sm_90's kernels only: the rule was measured there; sm_120's finalize keeps the programmatic launch)
-  p.programmatic_finalize = p.programmatic_launch && (c.arch != 90 || bm < kPlainFinalizeMinBlockM ||
-                                                      s.intermediate > kPlainFinalizeMaxDownK ||
-                                                      o.programmatic_prefill_finalize || !finalize_is_deterministic(o.finalize));
   p.finalize = o.finalize;
   p.source = source;
   if (o.direct_decode && o.fuse_small_routing && block_m == 0 && o.block_m == 0 && down_k_splits == 0 && gate_up_k_splits == 0 &&
@@ -469,6 +465,13 @@ Status make_run_plan(const PlanContext& c, int64_t num_tokens, int block_m, int 
     p.direct_down = true;
     p.down_k_splits = 1;
   }
+  // The finalize kernel's launch, once the path is known: plain only after a tiled prefill tile's down on a TP shard, on
+  // sm_90's kernels (where it was measured; sm_120's keep the programmatic launch); paths without a finalize kernel
+  // keep the field equal to programmatic_launch.
+  const bool plain_finalize = c.arch == 90 && !p.direct_decode && !p.direct_down && p.block_m >= kPlainFinalizeMinBlockM &&
+                              s.intermediate <= kPlainFinalizeMaxDownK && finalize_is_deterministic(o.finalize) &&
+                              !o.programmatic_prefill_finalize;
+  p.programmatic_finalize = p.programmatic_launch && !plain_finalize;
   *out = p;
   if (choice) *choice = ch;
   return Status::ok();

@@ -227,7 +227,7 @@ TEST(MoeGpu, PrefillFinalizeLaunchIsBitIdenticalEitherWay) {
     MoeLayerOptions o = options_for(p.c);
     o.programmatic_prefill_finalize = true;
     MoeLayer all_pdl;
-    const Status st = all_pdl.init(MoeShape{16, 512, 256, 4}, o, p.w13.device(), p.w2.device(), nullptr);
+    const Status st = all_pdl.init(p.layer.shape(), o, p.w13.device(), p.w2.device(), nullptr);
     ASSERT_TRUE(st.is_ok()) << st.to_string();
     MoeRunPlan other;
     ASSERT_TRUE(all_pdl.plan(p.args(), &other).is_ok());

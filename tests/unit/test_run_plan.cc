@@ -236,6 +236,10 @@ TEST(RunPlan, TensorParallelPrefillFinalizeLaunchesPlain) {
   f.options.programmatic_prefill_finalize = true;
   EXPECT_TRUE(f.plan(4096).programmatic_finalize);
   f.options.programmatic_prefill_finalize = false;
+  Fixture d = f;  // a plan without a finalize kernel (the direct path) keeps the field equal to programmatic_launch
+  d.options.direct_decode = true;
+  const MoeRunPlan dp = d.plan(1);
+  EXPECT_TRUE(dp.direct_decode && dp.programmatic_launch && dp.programmatic_finalize) << dp.to_string();
   Fixture g;  // sm_120's kernels (RTX PRO 6000): the rule was measured on sm_90 only
   g.arch = 120;
   g.configs = resident_on(120, 188);

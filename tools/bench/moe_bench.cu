@@ -48,15 +48,6 @@ MoeRunPlan plan_of(const MoeLayer& l, int64_t T, int bm) {
   return p;
 }
 
-// Whether plan `p` of a layer of shape `s` may have its finalize launch follow
-// MoeLayerOptions::programmatic_prefill_finalize: a prefill tile's deterministic finalize kernel with programmatic launch
-// on, where down's K is short (a default plan, block_m 0, never). (The rule also needs sm_90's kernels, which a plan
-// does not name: the per-T note compares the two layers' plans.)
-bool finalize_launch_varies(const MoeShape& s, const MoeRunPlan& p) {
-  return p.programmatic_launch && !p.direct_decode && !p.direct_down && finalize_is_deterministic(p.finalize) &&
-         p.block_m >= kPlainFinalizeMinBlockM && s.intermediate <= kPlainFinalizeMaxDownK;
-}
-
 // k distinct experts per token: uniform, or Zipf-distributed popularity over a random ranking of experts.
 // Ids are the model's (expert parallelism: this shard's experts are [first_expert, first_expert + E) of them).
 std::vector<int32_t> make_routing(const MoeBenchOptions& o, int64_t T, std::mt19937_64& rng) {
@@ -170,19 +161,22 @@ Status run_moe_bench(const MoeBenchOptions& o, MoeBenchDevice* dev, std::vector<
       FP4MOE_RETURN_IF_ERROR(layer_unfused.init(o.shape, unfused, w13, w2, nullptr));
       FP4MOE_RETURN_IF_ERROR(layer_plain.init(o.shape, plain, w13, w2, nullptr));
       // (a copy of the weights only where some timed T takes the direct decode path: its only variant)
-      // (and one where some timed T's finalize launch follows MoeLayerOptions::programmatic_prefill_finalize)
-      bool any_direct = false, any_prefill_finalize = false;
+      // (and one where some timed plan's finalize launch follows MoeLayerOptions::programmatic_prefill_finalize: with
+      // the option off, a plan the rule took says so, MoeRunPlan::programmatic_finalize; with it on, the other layer's
+      // plans say it, so that layer is made and dropped again where none differs)
+      bool any_direct = false, any_plain_finalize = false;
       for (int64_t T : o.tokens) {
         if (T < 1) continue;
         const MoeRunPlan own = plan_of(layer, T, 0);
         any_direct = any_direct || own.direct_decode || own.direct_down;
-        for (int bm : o.block_ms.empty() ? shipped_block_ms() : o.block_ms)
-          any_prefill_finalize = any_prefill_finalize || finalize_launch_varies(o.shape, plan_of(layer, T, bm));
+        for (int bm : o.block_ms.empty() ? shipped_block_ms() : o.block_ms) {
+          const MoeRunPlan p = plan_of(layer, T, bm);
+          any_plain_finalize = any_plain_finalize || (p.programmatic_launch && !p.programmatic_finalize);
+        }
       }
       if (any_direct) FP4MOE_RETURN_IF_ERROR(layer_tiled.init(o.shape, tiled, w13, w2, nullptr));
-      if (any_prefill_finalize) {
+      if (any_plain_finalize || base.programmatic_prefill_finalize) {
         FP4MOE_RETURN_IF_ERROR(layer_other_fin.init(o.shape, other_fin, w13, w2, nullptr));
-        // (kept only where some plan's finalize launch changes with the option: not on sm_120's kernels, for one)
         bool differs = false;
         for (int64_t T : o.tokens)
           for (int bm : o.block_ms.empty() ? shipped_block_ms() : o.block_ms)
@@ -347,9 +341,9 @@ Status run_moe_bench(const MoeBenchOptions& o, MoeBenchDevice* dev, std::vector<
         if (other.block_m == r.block_m && main_plan.gate_up.family != other.gate_up.family)
           variants.push_back({&layer_other_ws, &r.layer_other_ws_us});
         if (main_plan.fused_routing) variants.push_back({&layer_unfused, &r.layer_unfused_us});
-        // (where the other setting changes this plan's finalize launch: not on sm_120's kernels, for one)
-        if (finalize_launch_varies(o.shape, main_plan) &&
-            plan_of(layer_other_fin, T, r.block_m).programmatic_finalize != main_plan.programmatic_finalize)
+        // (where the other setting changes this plan's finalize launch; an uninitialised layer plans nothing)
+        const MoeRunPlan other_fin_plan = plan_of(layer_other_fin, T, r.block_m);
+        if (other_fin_plan.num_tokens == T && other_fin_plan.programmatic_finalize != main_plan.programmatic_finalize)
           variants.push_back({&layer_other_fin, &r.layer_other_finalize_launch_us});
       }
       if (main_plan.gate_up_k_splits > 1) variants.push_back({&layer, &r.layer_gate_up_unsplit_us, 1});
