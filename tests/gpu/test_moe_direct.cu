@@ -223,5 +223,31 @@ TEST(MoeDirect, RerunsAndGraphReplaysAreBitIdentical) {
   }
 }
 
+// The GLM-5 TP8 shard's one-token step keeps all of down's blocks resident beside gate_up's on a 132-SM sm_90 part
+// with 228 KB of shared memory an SM (H100, H200): three down blocks of 48 registers an SM beside two of gate_up's,
+// which holds only while gate_up's one-chunk kernel takes at most 56 registers (twice 256 threads x 56 leaves three
+// times 256 x 48 of the 65,536). The plan reads the kernels' registers at init, so a kernel change that costs gate_up
+// registers moves down to its register path; this catches it (the thirty-first session measured 0.5 us a step lost
+// when extra registers left two down blocks an SM: docs/perf/shards.md, "T=1 is fixed cost").
+TEST(MoeDirect, Tp8ShardStepOfOneTokenKeepsDownResidentBesideGateUp) {
+  FP4MOE_SKIP_WITHOUT_GPU();
+  int sms = 0, cc = 0, smem_per_sm = 0;
+  ASSERT_EQ(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0), cudaSuccess);
+  ASSERT_EQ(cudaDeviceGetAttribute(&cc, cudaDevAttrComputeCapabilityMajor, 0), cudaSuccess);
+  ASSERT_EQ(cudaDeviceGetAttribute(&smem_per_sm, cudaDevAttrMaxSharedMemoryPerMultiprocessor, 0), cudaSuccess);
+  if (cc != 9 || sms != 132 || smem_per_sm < 233472)
+    GTEST_SKIP() << "the residency this checks is an H100's or H200's (132 SMs, 228 KB an SM); this GPU: sm_" << cc
+                 << "x, " << sms << " SMs, " << smem_per_sm << " B an SM";
+  Problem p;
+  p.setup(Case{1, 256, 6144, 256, 8}, devdata::fresh_seed() % 1000003);
+  if (HasFatalFailure()) return;
+  const MoeRunPlan rp = testing::plan_of(p.layer, 1);
+  ASSERT_TRUE(rp.direct_decode) << rp.to_string();
+  EXPECT_EQ(rp.direct.gate_up_blocks, 256) << rp.to_string();
+  EXPECT_EQ(rp.direct.down_blocks, 384) << rp.to_string();
+  EXPECT_TRUE(rp.direct.down_stages_weights)
+      << "down's blocks no longer fit beside gate_up's (the direct kernels' registers grew?): " << rp.to_string();
+}
+
 }  // namespace
 }  // namespace fp4moe
