@@ -135,8 +135,8 @@ constexpr DirectDownSmem direct_down_ring_smem(int64_t pairs, int64_t intermedia
 // Registers per thread of the direct kernels: the layer reads them from its kernels at init (cudaFuncGetAttributes);
 // these defaults are the sm_90a build's (nvcc 13.0), for plans made without a GPU.
 struct DirectKernelRegs {
-  int gate_up = 54;       // moe_direct_gate_up_kernel<false>: one chunk per block
-  int gate_up_loop = 66;  // <true>: blocks that take more chunks
+  int gate_up = 53;       // moe_direct_gate_up_kernel<false>: one chunk per block
+  int gate_up_loop = 72;  // <true>: blocks that take more chunks
   int down_staged = 48;   // moe_direct_down_kernel<true> (at 56 registers 3 of its blocks beside 2 gate_up blocks would
                           // not fit, and the H200 measured 17.0 against 16.6 us at TP8 T=1)
 };
