@@ -193,18 +193,24 @@ inline MoeRunPlan plan_of(const MoeLayer& l, int64_t T, int block_m = 0) {
   return p;
 }
 
-// Captures what `enqueue` puts on a fresh stream (its status: the forward passes') in a CUDA graph and launches it
-// `replays` times, `poison` run before each launch and `collect(i)` once replay i has completed.
+// Captures what `enqueue` puts on stream `s` (its status: the forward passes') in a CUDA graph, into *graph.
+inline void capture_graph(const std::function<Status(cudaStream_t)>& enqueue, cudaStream_t s, cudaGraph_t* graph) {
+  ASSERT_EQ(cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal), cudaSuccess);
+  const Status st = enqueue(s);
+  ASSERT_EQ(cudaStreamEndCapture(s, graph), cudaSuccess);
+  ASSERT_TRUE(st.is_ok()) << st.to_string();
+}
+
+// Captures what `enqueue` puts on a fresh stream in a CUDA graph (capture_graph) and launches it `replays` times,
+// `poison` run before each launch and `collect(i)` once replay i has completed.
 inline void replay_graph(const std::function<Status(cudaStream_t)>& enqueue, int replays,
                          const std::function<bool()>& poison, const std::function<void(int)>& collect) {
   cudaStream_t s;
   ASSERT_EQ(cudaStreamCreate(&s), cudaSuccess);
   cudaGraph_t graph = nullptr;
   cudaGraphExec_t exec = nullptr;
-  ASSERT_EQ(cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal), cudaSuccess);
-  const Status st = enqueue(s);
-  ASSERT_EQ(cudaStreamEndCapture(s, &graph), cudaSuccess);
-  ASSERT_TRUE(st.is_ok()) << st.to_string();
+  capture_graph(enqueue, s, &graph);
+  if (::testing::Test::HasFatalFailure()) return;
   ASSERT_EQ(cudaGraphInstantiate(&exec, graph, 0), cudaSuccess);
   for (int i = 0; i < replays; ++i) {
     ASSERT_TRUE(poison());

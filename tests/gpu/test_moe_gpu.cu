@@ -174,10 +174,8 @@ void last_two_edge_types(const MoeLayer& l, const MoeForwardArgs& a, void* ws, s
   cudaStream_t s;
   ASSERT_EQ(cudaStreamCreate(&s), cudaSuccess);
   cudaGraph_t graph = nullptr;
-  ASSERT_EQ(cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal), cudaSuccess);
-  const Status st = l.run(a, ws, ws_bytes, s);
-  ASSERT_EQ(cudaStreamEndCapture(s, &graph), cudaSuccess);
-  ASSERT_TRUE(st.is_ok()) << st.to_string();
+  testing::capture_graph([&](cudaStream_t cs) { return l.run(a, ws, ws_bytes, cs); }, s, &graph);
+  if (::testing::Test::HasFatalFailure()) return;
   size_t n = 0;
   ASSERT_EQ(cudaGraphGetEdges(graph, nullptr, nullptr, nullptr, &n), cudaSuccess);
   std::vector<cudaGraphNode_t> from(n), to(n);

@@ -161,9 +161,9 @@ Status run_moe_bench(const MoeBenchOptions& o, MoeBenchDevice* dev, std::vector<
       FP4MOE_RETURN_IF_ERROR(layer_unfused.init(o.shape, unfused, w13, w2, nullptr));
       FP4MOE_RETURN_IF_ERROR(layer_plain.init(o.shape, plain, w13, w2, nullptr));
       // (a copy of the weights only where some timed T takes the direct decode path: its only variant)
-      // (and one where some timed plan's finalize launch follows MoeLayerOptions::programmatic_prefill_finalize: with
-      // the option off, a plan the rule took says so, MoeRunPlan::programmatic_finalize; with it on, the other layer's
-      // plans say it, so that layer is made and dropped again where none differs)
+      // (and one where some timed plan's finalize launch may follow MoeLayerOptions::programmatic_prefill_finalize: with
+      // the option off, a plan the rule took says so, MoeRunPlan::programmatic_finalize; with it on, only the other
+      // layer's plans can say it, and the per-T note times that layer where they do)
       bool any_direct = false, any_plain_finalize = false;
       for (int64_t T : o.tokens) {
         if (T < 1) continue;
@@ -175,15 +175,8 @@ Status run_moe_bench(const MoeBenchOptions& o, MoeBenchDevice* dev, std::vector<
         }
       }
       if (any_direct) FP4MOE_RETURN_IF_ERROR(layer_tiled.init(o.shape, tiled, w13, w2, nullptr));
-      if (any_plain_finalize || base.programmatic_prefill_finalize) {
+      if (any_plain_finalize || base.programmatic_prefill_finalize)
         FP4MOE_RETURN_IF_ERROR(layer_other_fin.init(o.shape, other_fin, w13, w2, nullptr));
-        bool differs = false;
-        for (int64_t T : o.tokens)
-          for (int bm : o.block_ms.empty() ? shipped_block_ms() : o.block_ms)
-            differs = differs || (T >= 1 && plan_of(layer_other_fin, T, bm).programmatic_finalize !=
-                                                plan_of(layer, T, bm).programmatic_finalize);
-        if (!differs) layer_other_fin = MoeLayer{};
-      }
       if (o.finalize != FinalizeMode::kAtomic) FP4MOE_RETURN_IF_ERROR(layer_atomic.init(o.shape, atomic, w13, w2, nullptr));
       if (main_det) FP4MOE_RETURN_IF_ERROR(layer_other_det.init(o.shape, other_det, w13, w2, nullptr));
     }
