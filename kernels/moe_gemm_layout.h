@@ -171,6 +171,14 @@ struct MoeGemmWsRecord {
   static constexpr int kRowData = 16;  // float router weight of row m at kRowData + 4 m, int32 pair index at
                                        // kRowData + 4 (block_m + m)
 };
+// Tiles of more than 64 tokens: an item of fewer rows multiplies them rounded up to a multiple of this many tokens
+// (one wgmma width and K loop per multiple; kernels/moe_gemm_warpspecialized_sm90.cuh), and the planner's chunk costs
+// (src/moe/run_plan.h) count the same widths.
+inline constexpr int kWsShortItemStep = 16;
+constexpr int moe_gemm_ws_item_tokens(int rows, int block_m) {
+  const int n = (rows + kWsShortItemStep - 1) / kWsShortItemStep * kWsShortItemStep;
+  return n < block_m ? n : block_m;
+}
 constexpr int64_t moe_gemm_ws_record_bytes(int block_m) { return MoeGemmWsRecord::kRowData + int64_t{8} * block_m; }
 constexpr MoeGemmSmemLayout moe_gemm_ws_smem_layout(int block_m, int block_n, int block_k, int stages) {
   // A full and an empty mbarrier (8 B each) per stage, then one item record per stage.

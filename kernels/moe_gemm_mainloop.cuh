@@ -84,7 +84,7 @@ struct LaneSlot {
 // group). The caller waits for it (wgmma::wait) before it reuses the A registers' next group.
 // Warpgroup wg = warps 4wg..4wg+3 = weight rows 64wg..64wg+63: warp w's dequantized fragments are the wgmma A
 // fragment of rows 16w..16w+15 unchanged. scale_first = 0 starts the accumulators afresh (an item's first k16 step).
-// N: the wgmma's token count, Cfg::kBlockM or (the 128-token tile's short items: 16, 32 or 64) less; the first N / 2
+// N: the wgmma's token count, Cfg::kBlockM or (the 128-token tile's short items: a multiple of 16) less; the first N / 2
 // accumulators are then the item's (the D fragment of n-tile j is registers 4j..4j+3 at every N).
 template <class Cfg, int N = Cfg::kBlockM>
 __device__ __forceinline__ void wgmma_group(const uint4 wq, const uint2 sq, uint64_t act_desc, int g,

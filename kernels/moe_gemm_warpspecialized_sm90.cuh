@@ -16,6 +16,20 @@
 
 namespace fp4moe::kernels {
 
+// The 128-token tile's wgmma widths for items of fewer rows: N = kStep, 2 kStep, ... up to the tile (wgmma takes any
+// multiple of 8 up to 256 with bf16 inputs; PTX ISA "wgmma.mma_async", the m64nNk16 shapes). Each width is a whole K
+// loop of its own, so f(integral_constant<N>) with N = moe_gemm_ws_item_tokens(rows, kMax), the smallest that holds
+// `rows`.
+template <int kMax, int kStep, int N = kStep, class F>
+__device__ __forceinline__ void with_short_item_n(int rows, F&& f) {
+  if constexpr (N >= kMax) {
+    f(std::integral_constant<int, kMax>{});
+  } else {
+    if (rows <= N) f(std::integral_constant<int, N>{});
+    else with_short_item_n<kMax, kStep, N + kStep>(rows, f);
+  }
+}
+
 // One block per SM (Cfg = MoeGemmWsConfig). Threads 0..127 (the producer warpgroup) issue every cp.async of a
 // stage and signal its arrival on the stage's "full" mbarrier with cp.async.mbarrier.arrive.noinc, so no
 // thread waits for its own copies. Consumer warp w (threads 128 + 32w ..) owns weight rows 16w..16w+15 of the
@@ -166,17 +180,14 @@ __device__ __forceinline__ void moe_gemm_ws_body(const MoeGemmParams& p, const M
     }
     };
     if constexpr (Cfg::kBlockM > 64) {
-      // The 128-token tile: an item of at most 16, 32 or 64 rows (an expert's last, partial chunk) multiplies that
-      // many tokens, not 128 (fewer MMAs; the padding rows cost as much as real ones). Its rows come with its first
-      // stage; the shuffle tells ptxas the choice is warp-uniform (a divergent-looking branch around wgmmas
-      // serializes them).
+      // The 128-token tile: an item of fewer rows (an expert's last, partial chunk, or its only one) multiplies
+      // them rounded up to a multiple of kWsShortItemStep tokens, not 128 (fewer MMAs; the padding rows cost as much
+      // as real ones). Its rows come with its first stage; the shuffle tells ptxas the choice is warp-uniform (a
+      // divergent-looking branch around wgmmas serializes them).
       ptx::mbarrier_wait(full(slot), parity);
       const int first_rows =
           __shfl_sync(0xFFFFFFFFu, *reinterpret_cast<const int32_t*>(record(slot) + MoeGemmWsRecord::kFirstRows), 0);
-      if (first_rows <= 16) k_loop(std::integral_constant<int, 16>{});
-      else if (first_rows <= 32) k_loop(std::integral_constant<int, 32>{});
-      else if (first_rows <= 64) k_loop(std::integral_constant<int, 64>{});
-      else k_loop(std::integral_constant<int, Cfg::kBlockM>{});
+      with_short_item_n<Cfg::kBlockM, kWsShortItemStep>(first_rows, k_loop);
     } else {
       k_loop(std::integral_constant<int, Cfg::kBlockM>{});
     }

@@ -185,7 +185,7 @@ PrefillChunkCosts prefill_chunk_costs(double mean) {
     const int64_t full = n / 128, rest = n % 128;
     e.tile64 += w * static_cast<double>((n + 63) / 64);
     e.tile128 += w * (static_cast<double>(full) * kPrefillChunkCost +
-                      (rest == 0 ? 0.0 : rest <= 64 ? kPrefillHalfChunkCost : kPrefillChunkCost));
+                      (rest == 0 ? 0.0 : prefill_chunk128_cost(static_cast<int>(rest))));
     total += w;
   }
   e.tile64 /= total;

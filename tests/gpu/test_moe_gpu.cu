@@ -455,8 +455,9 @@ TEST(MoeGpu, WarpSpecializedAndMultistageTilesMatchTheReference) {
 }
 
 // The prefill tile (warp-specialized, 128 tokens per item, the producer's registers moved to the consumers):
-// full and partial chunks (experts of 256, 137, 150, 180 and 1..127 tokens: last chunks of 9, 22 and 52 rows run the
-// wgmma at N = 16, 32 and 64), one expert of 700 (six chunks), K long enough to
+// full and partial chunks (experts of 256, 100, 137, 150, 173, 180, 203, 222, 233 and 1..127 tokens: chunks of 9, 22,
+// 45, 52, 75, 94, 100 and 105 rows run the wgmma at N = 16, 32, 48, 64, 80, 96, 112 and 112), one expert of 700 (six
+// chunks), K long enough to
 // reuse every stage (16 K tiles against 4 stages), a split down K, every finalize mode, upfirst and ModelOpt scales; each against the reference with poisoned outputs, deterministic reruns bit for bit,
 // and a graph replay of the same.
 TEST(MoeGpu, PrefillTileMatchesTheReference) {
@@ -471,6 +472,11 @@ TEST(MoeGpu, PrefillTileMatchesTheReference) {
       Case{137, 1, 256, 256, 1, Routing::kUniform, 128, FinalizeMode::kDeterministicBf16},
       Case{150, 1, 512, 256, 1, Routing::kUniform, 128, FinalizeMode::kAtomic},
       Case{180, 1, 256, 512, 1, Routing::kUniform, 128},
+      Case{100, 1, 512, 256, 1, Routing::kUniform, 128},
+      Case{173, 1, 256, 256, 1, Routing::kUniform, 128, FinalizeMode::kDeterministicBf16},
+      Case{203, 1, 256, 512, 1, Routing::kUniform, 128},
+      Case{222, 1, 512, 256, 1, Routing::kUniform, 128, FinalizeMode::kAtomic},
+      Case{233, 1, 256, 256, 1, Routing::kUniform, 128},
   };
   for (const Case& c : cases) {
     SCOPED_TRACE(c.name());

@@ -113,7 +113,12 @@ TEST(WgmmaGpu, RegisterAFragmentsAndSwizzledSlicesGiveExactProducts) {
   check_wgmma<8>(seed);
   check_wgmma<16>(seed + 1);
   check_wgmma<32>(seed + 2);
-  check_wgmma<64>(seed + 3);
+  check_wgmma<48>(seed + 3);
+  check_wgmma<64>(seed + 4);
+  check_wgmma<80>(seed + 5);
+  check_wgmma<96>(seed + 6);
+  check_wgmma<112>(seed + 7);
+  check_wgmma<128>(seed + 8);
 }
 
 }  // namespace

@@ -162,21 +162,29 @@ TEST(RunPlan, EightTokenTileConfigFollowsTheExpectedRoundFillPerGemm) {
 }
 
 // Above 64 tokens per chunk: the 128-token tile where the expected chunk costs favour it (one 128-row chunk holds an
-// expert's 65..128 tokens that the 64-token tile splits in two: GLM-5 at T=3072, 96 per expert; 128 per expert at
-// T=4096, whose second chunk multiplies 64 tokens; long runs of full chunks at T=16384), the 64-token tile where
-// one 64-row chunk holds about half the experts (T=2048: within the margin) or all of them (T=1024); never without
-// the warp-specialized kernels or on sm_120.
+// expert's 65..128 tokens that the 64-token tile splits in two, and multiplies them rounded up to 16: GLM-5 at T=2048,
+// 64 per expert, half of them past 64; at T=3072, 96 per expert; 128 per expert at T=4096, whose second chunk
+// multiplies 16..48 tokens; long runs of full chunks at T=16384), the 64-token tile where one 64-row chunk holds all
+// of them (T=1024); never without the warp-specialized kernels or on sm_120.
 TEST(RunPlan, PrefillTileWhereItsChunksPay) {
+  EXPECT_EQ(prefill_chunk128_cost(1), kPrefillHalfChunkCost);
+  EXPECT_EQ(prefill_chunk128_cost(64), kPrefillHalfChunkCost);
+  EXPECT_NEAR(prefill_chunk128_cost(65), kPrefillHalfChunkCost + 0.25 * (kPrefillChunkCost - kPrefillHalfChunkCost), 1e-12);
+  EXPECT_EQ(prefill_chunk128_cost(80), prefill_chunk128_cost(65));
+  EXPECT_NEAR(prefill_chunk128_cost(96), 0.5 * (kPrefillChunkCost + kPrefillHalfChunkCost), 1e-12);
+  EXPECT_EQ(prefill_chunk128_cost(113), kPrefillChunkCost);
+  EXPECT_EQ(prefill_chunk128_cost(128), kPrefillChunkCost);
   const PrefillChunkCosts c96 = prefill_chunk_costs(96.0), c128 = prefill_chunk_costs(128.0);
   EXPECT_NEAR(c96.tile64, 2.0, 0.01);
-  EXPECT_NEAR(c96.tile128, kPrefillChunkCost, 0.01);
+  EXPECT_GT(c96.tile128, prefill_chunk128_cost(80));  // (96 +- 10 rows: widths 80..128)
+  EXPECT_LT(c96.tile128, kPrefillChunkCost);
   EXPECT_NEAR(c128.tile64, 2.5, 0.05);
+  // Half the experts have a full chunk only, the other half one more of a few rows (cost kPrefillHalfChunkCost).
   EXPECT_NEAR(c128.tile128, 0.5 * kPrefillChunkCost + 0.5 * (kPrefillChunkCost + kPrefillHalfChunkCost), 0.05);
   EXPECT_EQ(prefill_chunk_costs(0.0).tile64, 0.0);
   Fixture f = h200();
   EXPECT_EQ(f.plan(1024).block_m, 64);
-  EXPECT_EQ(f.plan(2048).block_m, 64);
-  for (int64_t T : {3072, 4096, 8192, 16384}) EXPECT_EQ(f.plan(T).block_m, 128) << T;
+  for (int64_t T : {2048, 3072, 4096, 8192, 16384}) EXPECT_EQ(f.plan(T).block_m, 128) << T;
   const MoeRunPlan p = f.plan(3072);
   EXPECT_EQ(p.gate_up.family, KernelFamily::kWarpSpecialized);
   EXPECT_EQ(p.gate_up.grid, 132);
