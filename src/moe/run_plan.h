@@ -40,13 +40,15 @@ inline constexpr BlockMThresholds kThresholdsMultistage16{15.0, 20.0, 40.0};
 // to at most 64 tokens (moe_gemm_ws_item_tokens: its wgmma multiplies 16, 32, 48 or 64; one cost for them)
 // kPrefillHalfChunkCost, and one of 80, 96 or 112 tokens in proportion between the two. The heuristic takes the
 // 128-token tile where the expected cost over Poisson-like expert loads is below kPrefillMargin of the 64-token
-// tile's. Fitted to the H200's GLM-5 layer at T = 2048..16384 (docs/perf/prefill.md has the measured ratios, and
-// that the model's choice is within 1% of the faster tile's at each T).
+// tile's. The two costs were fitted to the H200's GLM-5 layer at T = 2048..16384 with the widths 16, 32, 64 and 128;
+// the ones between are interpolated, and the choice they give at T = 1024..3072 was measured on an H100
+// (docs/perf/prefill.md has both).
 inline constexpr double kPrefillChunkCost = 1.68, kPrefillHalfChunkCost = 1.25, kPrefillMargin = 0.97;
 constexpr double prefill_chunk128_cost(int rows) {
   const int n = moe_gemm_ws_item_tokens(rows, 128);
-  return n <= 64 ? kPrefillHalfChunkCost
-                 : kPrefillHalfChunkCost + (kPrefillChunkCost - kPrefillHalfChunkCost) * (n - 64) / 64.0;
+  return n <= 64    ? kPrefillHalfChunkCost
+         : n >= 128 ? kPrefillChunkCost
+                    : kPrefillHalfChunkCost + (kPrefillChunkCost - kPrefillHalfChunkCost) * (n - 64) / 64.0;
 }
 // The expected per-expert chunk costs of the 64- and 128-token tiles at `mean` tokens per expert (a normal with
 // variance `mean`, as Poisson loads), in the units above.
