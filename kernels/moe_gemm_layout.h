@@ -209,7 +209,7 @@ constexpr WsRegisters moe_gemm_ws_registers(int block_m) { return block_m > 64 ?
 
 template <int kBlockM_, int kBlockN_, int kBlockK_, int kStages_, int kArch_ = 90>
 struct MoeGemmWsConfig {
-  static constexpr int kBlockM = kBlockM_;  // tokens per work item = the wgmma's N (8, 16, 32, 64 or 128)
+  static constexpr int kBlockM = kBlockM_;  // tokens per work item = the wgmma's largest N (16, 32, 64 or 128)
   static constexpr int kBlockN = kBlockN_;  // weight rows per work item: 64 per consumer warpgroup
   static constexpr int kBlockK = kBlockK_;  // K per pipeline stage (multiple of 64)
   static constexpr int kStages = kStages_;  // stages in flight (mbarrier pipeline depth)

@@ -14,10 +14,11 @@ namespace fp4moe::kernels {
 
 // One 64-wide K group of a stage on the wgmma path: four m64nNk16 steps, A = the four dequantized
 // fragments, B = the group's swizzled activation slice (k16 step s starts 32 B into each 128-byte row,
-// descriptors desc[s]). N is the tile's kBlockM for every item, however few tokens it holds: choosing N per
-// item (8/16/32/64) put the wgmmas behind a branch, and ptxas then injected a warpgroup.arrive before each
-// (warning C7519), which cost more than the padding rows a fixed N multiplies (the tensor cores are not what
-// limits these kernels; docs/perf/history.md has the measurement).
+// descriptors desc[s]). In the tiles of at most 64 tokens N is the tile's kBlockM for every item, however few tokens
+// it holds: choosing N per item (8/16/32/64) put the wgmmas behind a branch, and ptxas then injected a
+// warpgroup.arrive before each (warning C7519), which cost more than the padding rows a fixed N multiplies
+// (docs/perf/history.md has the measurement). The 128-token tile chooses N per item with a whole K loop per N
+// (kernels/moe_gemm_warpspecialized_sm90.cuh), so no wgmma sits behind a branch.
 template <int N>
 __device__ __forceinline__ void wgmma_k64(float (&d)[N / 2], const uint32_t (&a)[4][4], const uint64_t (&desc)[4], int scale_first) {
 #pragma unroll

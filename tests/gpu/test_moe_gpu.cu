@@ -457,7 +457,8 @@ TEST(MoeGpu, WarpSpecializedAndMultistageTilesMatchTheReference) {
 // The prefill tile (warp-specialized, 128 tokens per item, the producer's registers moved to the consumers):
 // full and partial chunks (experts of 256, 100, 137, 150, 173, 180, 203, 222, 233 and 1..127 tokens: chunks of 9, 22,
 // 45, 52, 75, 94, 100 and 105 rows run the wgmma at N = 16, 32, 48, 64, 80, 96, 112 and 112), one expert of 700 (six
-// chunks), K long enough to
+// chunks), 64 experts of about 96 tokens each (more items than blocks, so a block's later items start on the accumulators of
+// an earlier one at another width), K long enough to
 // reuse every stage (16 K tiles against 4 stages), a split down K, every finalize mode, upfirst and ModelOpt scales; each against the reference with poisoned outputs, deterministic reruns bit for bit,
 // and a graph replay of the same.
 TEST(MoeGpu, PrefillTileMatchesTheReference) {
@@ -477,6 +478,7 @@ TEST(MoeGpu, PrefillTileMatchesTheReference) {
       Case{203, 1, 256, 512, 1, Routing::kUniform, 128},
       Case{222, 1, 512, 256, 1, Routing::kUniform, 128, FinalizeMode::kAtomic},
       Case{233, 1, 256, 256, 1, Routing::kUniform, 128},
+      Case{2048, 64, 256, 512, 3, Routing::kUniform, 128},
   };
   for (const Case& c : cases) {
     SCOPED_TRACE(c.name());

@@ -36,8 +36,9 @@ __global__ void wgmma_probe_kernel(const uint32_t* a_frag, const uint16_t* b, fl
   }
   kernels::wgmma::fence_proxy_async_shared();
   __syncthreads();
+  // NaN in every accumulator: the first step's scale_d = 0 must ignore D (a wrapper that accumulated would keep it).
   float d[N / 2];
-  for (int i = 0; i < N / 2; ++i) d[i] = 0.0f;
+  for (int i = 0; i < N / 2; ++i) d[i] = __int_as_float(0x7FC00000);
   kernels::wgmma::fence();
   const uint32_t base = kernels::ptx::smem_addr(sm);
   for (int kk = 0; kk < kK / 16; ++kk) {

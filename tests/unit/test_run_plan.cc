@@ -179,10 +179,12 @@ TEST(RunPlan, PrefillTileWhereItsChunksPay) {
   EXPECT_GT(c96.tile128, prefill_chunk128_cost(80));  // (96 +- 10 rows: widths 80..128)
   EXPECT_LT(c96.tile128, kPrefillChunkCost);
   EXPECT_NEAR(c128.tile64, 2.5, 0.05);
-  // Half the experts have a full chunk only, the other half one more of a few rows (cost kPrefillHalfChunkCost).
-  EXPECT_NEAR(c128.tile128, 0.5 * kPrefillChunkCost + 0.5 * (kPrefillChunkCost + kPrefillHalfChunkCost), 0.05);
+  // Half the experts have one chunk of 97..128 rows (cost 1.57..1.68), the other half a full one and one more of a
+  // few rows (kPrefillHalfChunkCost).
+  EXPECT_GT(c128.tile128, 0.5 * prefill_chunk128_cost(97) + 0.5 * (kPrefillChunkCost + kPrefillHalfChunkCost));
+  EXPECT_LT(c128.tile128, 0.5 * kPrefillChunkCost + 0.5 * (kPrefillChunkCost + kPrefillHalfChunkCost));
   EXPECT_EQ(prefill_chunk_costs(0.0).tile64, 0.0);
-  Fixture f = h200();
+  Fixture f = h200();  // (the choice at T=2048 was measured on an H100: docs/perf/prefill.md)
   EXPECT_EQ(f.plan(1024).block_m, 64);
   for (int64_t T : {2048, 3072, 4096, 8192, 16384}) EXPECT_EQ(f.plan(T).block_m, 128) << T;
   const MoeRunPlan p = f.plan(3072);
