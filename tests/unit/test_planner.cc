@@ -222,6 +222,21 @@ TEST(Planner, ShippedBlockMsPerArch) {
   EXPECT_EQ(shipped_block_ms(), shipped_block_ms(90));
 }
 
+// The 128-token tile's item widths: the smallest multiple of kWsShortItemStep that holds the rows, at most the tile
+// (what the kernel's K loops and the plan's chunk costs both count).
+TEST(Planner, ShortItemWidthsAreTheRowsRoundedUpToTheStep) {
+  for (int rows = 1; rows <= 128; ++rows) {
+    const int n = moe_gemm_ws_item_tokens(rows, 128);
+    EXPECT_GE(n, rows) << rows;
+    EXPECT_EQ(n % kWsShortItemStep, 0) << rows;
+    EXPECT_LT(n - rows, kWsShortItemStep) << rows;
+  }
+  EXPECT_EQ(moe_gemm_ws_item_tokens(1, 128), 16);
+  EXPECT_EQ(moe_gemm_ws_item_tokens(65, 128), 80);
+  EXPECT_EQ(moe_gemm_ws_item_tokens(128, 128), 128);
+  EXPECT_EQ(moe_gemm_ws_item_tokens(200, 128), 128);  // (capped at the tile)
+}
+
 TEST(Planner, CustomTilesAndClearErrors) {
   const ArchInfo* a = nullptr;
   ASSERT_TRUE(find_arch("sm_120", &a).is_ok());
