@@ -128,7 +128,7 @@ struct TileProducer {
         ptx::cp_async_16_zfill(dst + i * kDstStep, x_src[i] + k * (Cfg::kBlockK * 2), (x_zero & (1u << i)) != 0);
       }
       // Tiles of more than 64 tokens: the item's rows, with its first stage (the consumers choose the wgmma's N).
-      if constexpr (kRecord != ItemRecord::kNone && Cfg::kBlockM > 64)
+      if constexpr (kRecord != ItemRecord::kNone && moe_gemm_ws_short_items(Cfg::kBlockM))
         if (kt == 0 && tid == kPThreads - 1) ptx::cp_async_4(rec + MoeGemmWsRecord::kFirstRows, p.chunk_rows + rec_chunk);
       // The item record, with the item's last stage (its consumers read it after that stage's wait).
       if constexpr (kRecord != ItemRecord::kNone) {

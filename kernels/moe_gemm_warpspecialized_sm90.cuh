@@ -16,17 +16,18 @@
 
 namespace fp4moe::kernels {
 
-// The 128-token tile's wgmma widths for items of fewer rows: N = kStep, 2 kStep, ... up to the tile (wgmma takes any
-// multiple of 8 up to 256 with bf16 inputs; PTX ISA "wgmma.mma_async", the m64nNk16 shapes). Each width is a whole K
-// loop of its own, so f(integral_constant<N>) with N = moe_gemm_ws_item_tokens(rows, kMax), the smallest that holds
-// `rows`.
-template <int kMax, int kStep, int N = kStep, class F>
+// The 128-token tile's wgmma widths for items of fewer rows: N = kWsShortItemStep, twice that, ... up to the tile (wgmma
+// takes any multiple of 8 up to 256 with bf16 inputs; PTX ISA "wgmma.mma_async", the m64nNk16 shapes). Each width is
+// a whole K loop of its own, so f(integral_constant<N>) with N = moe_gemm_ws_item_tokens(rows, kMax), the smallest
+// that holds `rows` (tests/unit/test_planner.cc checks that function's widths).
+template <int kMax, int N = kWsShortItemStep, class F>
 __device__ __forceinline__ void with_short_item_n(int rows, F&& f) {
+  static_assert(kMax % kWsShortItemStep == 0, "the tile is a whole number of steps");
   if constexpr (N >= kMax) {
     f(std::integral_constant<int, kMax>{});
   } else {
     if (rows <= N) f(std::integral_constant<int, N>{});
-    else with_short_item_n<kMax, kStep, N + kStep>(rows, f);
+    else with_short_item_n<kMax, N + kWsShortItemStep>(rows, f);
   }
 }
 
@@ -179,7 +180,7 @@ __device__ __forceinline__ void moe_gemm_ws_body(const MoeGemmParams& p, const M
       }
     }
     };
-    if constexpr (Cfg::kBlockM > 64) {
+    if constexpr (moe_gemm_ws_short_items(Cfg::kBlockM)) {
       // The 128-token tile: an item of fewer rows (an expert's last, partial chunk, or its only one) multiplies
       // them rounded up to a multiple of kWsShortItemStep tokens, not 128 (fewer MMAs; the padding rows cost as much
       // as real ones). Its rows come with its first stage; the shuffle tells ptxas the choice is warp-uniform (a
@@ -187,7 +188,7 @@ __device__ __forceinline__ void moe_gemm_ws_body(const MoeGemmParams& p, const M
       ptx::mbarrier_wait(full(slot), parity);
       const int first_rows =
           __shfl_sync(0xFFFFFFFFu, *reinterpret_cast<const int32_t*>(record(slot) + MoeGemmWsRecord::kFirstRows), 0);
-      with_short_item_n<Cfg::kBlockM, kWsShortItemStep>(first_rows, k_loop);
+      with_short_item_n<Cfg::kBlockM>(first_rows, k_loop);
     } else {
       k_loop(std::integral_constant<int, Cfg::kBlockM>{});
     }
