@@ -165,18 +165,18 @@ inline constexpr int kWsMaxStages = 8;
 // topk_weights). 16 B + 8 B per token row; the producer writes and the consumers read it at these offsets.
 struct MoeGemmWsRecord {
   static constexpr int kRow0 = 0, kRows = 4, kAlpha = 8;  // int32, int32, float
-  // int32: the rows of the item whose FIRST stage is in this slot (tiles of more than 64 tokens: the consumers pick
+  // int32: the rows of the item whose FIRST stage is in this slot (tiles of more than 16 tokens: the consumers pick
   // the wgmma's N from it before the item's K loop; the fields above belong to the item whose last stage it is)
   static constexpr int kFirstRows = 12;
   static constexpr int kRowData = 16;  // float router weight of row m at kRowData + 4 m, int32 pair index at
                                        // kRowData + 4 (block_m + m)
 };
-// Tiles of more than 64 tokens (moe_gemm_ws_short_items): an item of fewer rows multiplies them rounded up to a multiple
+// Tiles of more than 16 tokens (moe_gemm_ws_short_items): an item of fewer rows multiplies them rounded up to a multiple
 // of this many tokens (one wgmma width and K loop per multiple; kernels/moe_gemm_warpspecialized_sm90.cuh, whose
 // producer copies each item's rows with its first stage for that choice), and the planner's chunk costs
 // (src/moe/run_plan.h) count the same widths.
 inline constexpr int kWsShortItemStep = 16;
-constexpr bool moe_gemm_ws_short_items(int block_m) { return block_m > 64; }
+constexpr bool moe_gemm_ws_short_items(int block_m) { return block_m > kWsShortItemStep; }
 constexpr int moe_gemm_ws_item_tokens(int rows, int block_m) {
   const int n = (rows + kWsShortItemStep - 1) / kWsShortItemStep * kWsShortItemStep;
   return n < block_m ? n : block_m;

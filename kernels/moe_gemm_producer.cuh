@@ -27,8 +27,9 @@ namespace fp4moe::kernels {
 // kRecord (warp-specialized kernels): with the last stage of each item the producer also copies the item's
 // record (row0, rows, alpha; with kRows each row's router weight and pair index: MoeGemmWsRecord) into `rec`,
 // the record slot of that stage (MoeGemmSmemLayout::epilogue_offset); the stage's full barrier covers it.
+// kFirstRows (with a record): the item's rows also with its first stage, for consumers that choose the wgmma's N.
 enum class ItemRecord { kNone, kHeader, kRows };
-template <class Cfg, int kPThreads, bool kFusedRouting, ItemRecord kRecord = ItemRecord::kNone>
+template <class Cfg, int kPThreads, bool kFusedRouting, ItemRecord kRecord = ItemRecord::kNone, bool kFirstRows = false>
 struct TileProducer {
   static constexpr int kGroups = Cfg::kBlockK / pack::kGroupK;
   static constexpr int kRowTiles = Cfg::kBlockN / 16;                  // 16-row weight tiles per stage
@@ -61,6 +62,7 @@ struct TileProducer {
   // used at its last stage, so the load's latency is hidden)
   int rec_chunk = 0, rec_e = 0, rec_row0 = 0, rec_rows = 0;
   int32_t rec_pair = 0;
+  static_assert(!kFirstRows || kRecord != ItemRecord::kNone, "kFirstRows: the rows go into the item record");
   static_assert(kRecord == ItemRecord::kNone || (!kFusedRouting && Cfg::kBlockM <= kPThreads),
                 "item records: the routing kernel's tables; one thread per row (the last one also copies the header)");
 
@@ -127,8 +129,8 @@ struct TileProducer {
         if (kXChunks % kPThreads != 0 && m0 + i * kXRowStep >= Cfg::kBlockM) break;
         ptx::cp_async_16_zfill(dst + i * kDstStep, x_src[i] + k * (Cfg::kBlockK * 2), (x_zero & (1u << i)) != 0);
       }
-      // Tiles of more than 64 tokens: the item's rows, with its first stage (the consumers choose the wgmma's N).
-      if constexpr (kRecord != ItemRecord::kNone && moe_gemm_ws_short_items(Cfg::kBlockM))
+      // Items that choose their width: the item's rows, with its first stage (the consumers pick the N).
+      if constexpr (kRecord != ItemRecord::kNone && kFirstRows)
         if (kt == 0 && tid == kPThreads - 1) ptx::cp_async_4(rec + MoeGemmWsRecord::kFirstRows, p.chunk_rows + rec_chunk);
       // The item record, with the item's last stage (its consumers read it after that stage's wait).
       if constexpr (kRecord != ItemRecord::kNone) {

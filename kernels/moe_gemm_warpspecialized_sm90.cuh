@@ -16,10 +16,10 @@
 
 namespace fp4moe::kernels {
 
-// The 128-token tile's wgmma widths for items of fewer rows: N = kWsShortItemStep, twice that, ... up to the tile (wgmma
-// takes any multiple of 8 up to 256 with bf16 inputs; PTX ISA "wgmma.mma_async", the m64nNk16 shapes). Each width is
-// a whole K loop of its own, so f(integral_constant<N>) with N = moe_gemm_ws_item_tokens(rows, kMax), the smallest
-// that holds `rows` (tests/unit/test_planner.cc checks that function's widths).
+// The wgmma widths of the 32-, 64- and 128-token tiles' items of fewer rows: N = kWsShortItemStep, twice that, ...
+// up to the tile (wgmma takes any multiple of 8 up to 256 with bf16 inputs; PTX ISA "wgmma.mma_async", the m64nNk16
+// shapes). Each width is a whole K loop of its own, so f(integral_constant<N>) with N = moe_gemm_ws_item_tokens(rows,
+// kMax), the smallest that holds `rows` (tests/unit/test_planner.cc checks that function's widths).
 template <int kMax, int N = kWsShortItemStep, class F>
 __device__ __forceinline__ void with_short_item_n(int rows, F&& f) {
   static_assert(kMax % kWsShortItemStep == 0, "the tile is a whole number of steps");
@@ -50,6 +50,12 @@ __device__ __forceinline__ void moe_gemm_ws_body(const MoeGemmParams& p, const M
   // stage by the producer, read by the consumers' epilogue before they release that slot.
   constexpr int64_t kRecBytes = moe_gemm_ws_record_bytes(Cfg::kBlockM);
   constexpr ItemRecord kRecord = kEpi == MoeEpilogue::kSwiGLU ? ItemRecord::kHeader : ItemRecord::kRows;
+  // Items that multiply their rows rounded up to kWsShortItemStep (the producer copies each item's rows with its
+  // first stage for that). The 32-token tile's bf16-partial kernel (an opt-in finalize mode) keeps whole-tile items:
+  // with a K loop per width its consumers spill two registers (an 8-byte stack frame, whatever the load order or the
+  // epilogue's address form; tests/gpu/test_planner_gpu.cu rejects any).
+  constexpr bool kShortItems =
+      moe_gemm_ws_short_items(Cfg::kBlockM) && !(Cfg::kBlockM == 32 && kEpi == MoeEpilogue::kFinalizeStoreBf16);
   auto record = [&](int slot) { return smem + L.epilogue_offset + slot * kRecBytes; };
   auto full = [&](int slot) { return bar0 + 8u * slot; };
   auto empty = [&](int slot) { return bar0 + 8u * (kStages + slot); };
@@ -80,7 +86,7 @@ __device__ __forceinline__ void moe_gemm_ws_body(const MoeGemmParams& p, const M
   if (warpgroup == 0) {
     // ---- producer warpgroup ------------------------------------------------------------------------
     if constexpr (Cfg::kRegs.producer != 0) ptx::setmaxnreg<false, Cfg::kRegs.producer>();
-    TileProducer<Cfg, Cfg::kProducerThreads, false, kRecord> prod(n_tiles, splits);
+    TileProducer<Cfg, Cfg::kProducerThreads, false, kRecord, kShortItems> prod(n_tiles, splits);
     auto produce = [&](int slot, bool weights, bool acts) {
       prod.produce(p, no_routing, smem + slot * L.stage_bytes, tid, k_tiles, weights, acts, record(slot));
     };
@@ -180,11 +186,11 @@ __device__ __forceinline__ void moe_gemm_ws_body(const MoeGemmParams& p, const M
       }
     }
     };
-    if constexpr (moe_gemm_ws_short_items(Cfg::kBlockM)) {
-      // The 128-token tile: an item of fewer rows (an expert's last, partial chunk, or its only one) multiplies
-      // them rounded up to a multiple of kWsShortItemStep tokens, not 128 (fewer MMAs; the padding rows cost as much
-      // as real ones). Its rows come with its first stage; the shuffle tells ptxas the choice is warp-uniform (a
-      // divergent-looking branch around wgmmas serializes them).
+    if constexpr (kShortItems) {
+      // Tiles of 32 tokens and more: an item of fewer rows (an expert's last, partial chunk, or its only one)
+      // multiplies them rounded up to a multiple of kWsShortItemStep tokens, not the tile's (fewer MMAs; the
+      // padding rows cost as much as real ones). Its rows come with its first stage; the shuffle tells ptxas the
+      // choice is warp-uniform (a divergent-looking branch around wgmmas serializes them).
       ptx::mbarrier_wait(full(slot), parity);
       const int first_rows =
           __shfl_sync(0xFFFFFFFFu, *reinterpret_cast<const int32_t*>(record(slot) + MoeGemmWsRecord::kFirstRows), 0);

@@ -408,6 +408,8 @@ TEST(MoeGpu, FusedSmallRoutingMatchesTheRoutingKernel) {
 // multistage ones (MoeLayerOptions::warp_specialized off), against the reference: several items per block,
 // both finalize modes, a split down K, skewed and one-expert routing, both gate/up orders; then a bit-identical
 // rerun. A call of at most 32 pairs keeps the multistage 16-token kernels, which route the pairs themselves.
+// The 32- and 64-token tiles' partial chunks run their wgmma at the rows rounded up to 16 (64 experts of about 40
+// tokens at block_m 64: N = 48 for most, 32 and 64 for some; at 32, N = 16 for chunks of up to 16 rows).
 // With warp_specialized off, sm_90's multistage 32- and 64-token tiles run (they multiply with wgmma): the plan
 // says so, so this is the test that reaches that path.
 TEST(MoeGpu, WarpSpecializedAndMultistageTilesMatchTheReference) {
@@ -415,6 +417,8 @@ TEST(MoeGpu, WarpSpecializedAndMultistageTilesMatchTheReference) {
   FP4MOE_SKIP_UNLESS_SM90("the warp-specialized kernels");
   const Case cases[] = {
       Case{512, 64, 512, 512, 8, Routing::kUniform, 64},
+      Case{320, 64, 256, 512, 8, Routing::kUniform, 64},
+      Case{320, 64, 256, 512, 8, Routing::kUniform, 32, FinalizeMode::kAtomic},
       Case{300, 16, 256, 512, 2, Routing::kSkewed, 32, FinalizeMode::kDeterministic, false},
       Case{64, 8, 256, 512, 8, Routing::kSkewed, 64, FinalizeMode::kAtomic, true, false, 2},
       Case{300, 32, 512, 256, 4, Routing::kUniform, 32},

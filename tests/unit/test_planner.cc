@@ -222,15 +222,22 @@ TEST(Planner, ShippedBlockMsPerArch) {
   EXPECT_EQ(shipped_block_ms(), shipped_block_ms(90));
 }
 
-// The 128-token tile's item widths: the smallest multiple of kWsShortItemStep that holds the rows, at most the tile
-// (what the kernel's K loops and the plan's chunk costs both count).
+// The warp-specialized tiles' item widths: the smallest multiple of kWsShortItemStep that holds the rows, at most the
+// tile (what the kernel's K loops and the 128-token tile's chunk costs count), for every tile wider than one step.
 TEST(Planner, ShortItemWidthsAreTheRowsRoundedUpToTheStep) {
-  for (int rows = 1; rows <= 128; ++rows) {
-    const int n = moe_gemm_ws_item_tokens(rows, 128);
-    EXPECT_GE(n, rows) << rows;
-    EXPECT_EQ(n % kWsShortItemStep, 0) << rows;
-    EXPECT_LT(n - rows, kWsShortItemStep) << rows;
+  EXPECT_FALSE(moe_gemm_ws_short_items(16));
+  for (int block_m : {32, 64, 128}) {
+    EXPECT_TRUE(moe_gemm_ws_short_items(block_m)) << block_m;
+    for (int rows = 1; rows <= block_m; ++rows) {
+      const int n = moe_gemm_ws_item_tokens(rows, block_m);
+      EXPECT_GE(n, rows) << rows;
+      EXPECT_LE(n, block_m) << rows;
+      EXPECT_EQ(n % kWsShortItemStep, 0) << rows;
+      EXPECT_LT(n - rows, kWsShortItemStep) << rows;
+    }
   }
+  EXPECT_EQ(moe_gemm_ws_item_tokens(17, 32), 32);
+  EXPECT_EQ(moe_gemm_ws_item_tokens(40, 64), 48);
   EXPECT_EQ(moe_gemm_ws_item_tokens(1, 128), 16);
   EXPECT_EQ(moe_gemm_ws_item_tokens(65, 128), 80);
   EXPECT_EQ(moe_gemm_ws_item_tokens(128, 128), 128);
