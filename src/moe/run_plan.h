@@ -43,7 +43,8 @@ inline constexpr BlockMThresholds kThresholdsMultistage16{15.0, 20.0, 40.0};
 // tile's. The two costs were fitted to the H200's GLM-5 layer at T = 2048..16384 with the widths 16, 32, 64 and 128;
 // the ones between are interpolated, and the choice they give at T = 1024..3072 was measured on an H100
 // (docs/perf/prefill.md has both). The 64-token tile's partial chunks also round their rows up to 16 since the
-// thirty-third session; a chunk of it still costs 1 here (not refitted: no T >= 2048 run of that change yet).
+// thirty-third session; a chunk of it still costs 1 here (not refitted: in that session's one sweep at T=2048, on an
+// H100, the 64-token tile was no faster than before and the 128-token one still the faster).
 inline constexpr double kPrefillChunkCost = 1.68, kPrefillHalfChunkCost = 1.25, kPrefillMargin = 0.97;
 constexpr double prefill_chunk128_cost(int rows) {
   const int n = moe_gemm_ws_item_tokens(rows, 128);
