@@ -173,8 +173,9 @@ struct MoeGemmWsRecord {
 };
 // Tiles of more than 16 tokens (moe_gemm_ws_short_items): an item of fewer rows multiplies them rounded up to a multiple
 // of this many tokens (one wgmma width and K loop per multiple; kernels/moe_gemm_warpspecialized_sm90.cuh, whose
-// producer copies each item's rows with its first stage for that choice), and the planner's chunk costs
-// (src/moe/run_plan.h) count the same widths.
+// producer copies each item's rows with its first stage for that choice, and whose kShortItems leaves out the
+// 32-token tile's bf16-partial kernel), and the planner's 128-token chunk costs (src/moe/run_plan.h) count the same
+// widths.
 inline constexpr int kWsShortItemStep = 16;
 constexpr bool moe_gemm_ws_short_items(int block_m) { return block_m > kWsShortItemStep; }
 constexpr int moe_gemm_ws_item_tokens(int rows, int block_m) {

@@ -14,11 +14,11 @@ namespace fp4moe::kernels {
 
 // One 64-wide K group of a stage on the wgmma path: four m64nNk16 steps, A = the four dequantized
 // fragments, B = the group's swizzled activation slice (k16 step s starts 32 B into each 128-byte row,
-// descriptors desc[s]). In the tiles of at most 64 tokens N is the tile's kBlockM for every item, however few tokens
-// it holds: choosing N per item (8/16/32/64) put the wgmmas behind a branch, and ptxas then injected a
+// descriptors desc[s]). In the multistage tiles N is the tile's kBlockM for every item, however few tokens it
+// holds: choosing N per item (8/16/32/64) put the wgmmas behind a branch, and ptxas then injected a
 // warpgroup.arrive before each (warning C7519), which cost more than the padding rows a fixed N multiplies
-// (docs/perf/history.md has the measurement). The 128-token tile chooses N per item with a whole K loop per N
-// (kernels/moe_gemm_warpspecialized_sm90.cuh), so no wgmma sits behind a branch.
+// (docs/perf/history.md has the measurement). The warp-specialized 32-, 64- and 128-token tiles choose N per item
+// with a whole K loop per N (kernels/moe_gemm_warpspecialized_sm90.cuh), so no wgmma sits behind a branch.
 template <int N>
 __device__ __forceinline__ void wgmma_k64(float (&d)[N / 2], const uint32_t (&a)[4][4], const uint64_t (&desc)[4], int scale_first) {
 #pragma unroll
@@ -85,8 +85,8 @@ struct LaneSlot {
 // group). The caller waits for it (wgmma::wait) before it reuses the A registers' next group.
 // Warpgroup wg = warps 4wg..4wg+3 = weight rows 64wg..64wg+63: warp w's dequantized fragments are the wgmma A
 // fragment of rows 16w..16w+15 unchanged. scale_first = 0 starts the accumulators afresh (an item's first k16 step).
-// N: the wgmma's token count, Cfg::kBlockM or (the 128-token tile's short items: a multiple of 16) less; the first N / 2
-// accumulators are then the item's (the D fragment of n-tile j is registers 4j..4j+3 at every N).
+// N: the wgmma's token count, Cfg::kBlockM or (a warp-specialized tile's short items: a multiple of 16) less; the
+// first N / 2 accumulators are then the item's (the D fragment of n-tile j is registers 4j..4j+3 at every N).
 template <class Cfg, int N = Cfg::kBlockM>
 __device__ __forceinline__ void wgmma_group(const uint4 wq, const uint2 sq, uint64_t act_desc, int g,
                                             float (&accw)[Cfg::kBlockM / 2], int scale_first, const DequantMul& mul) {

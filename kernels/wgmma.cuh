@@ -18,8 +18,8 @@ namespace fp4moe::kernels::wgmma {
 // (register fragments and descriptor: ...#asynchronous-warpgroup-level-matrix-register-fragment-wgmma-64nk16
 // and ...#asynchronous-warpgroup-level-matrix-shared-memory-layout-matrix-descriptor). Requires sm_90a.
 template <int N>
-struct WgmmaRs;  // specialised below: every multiple of 16 up to 128 (the kernels' tiles and the 128-token tile's
-                 // short items) and 8 (tests/gpu/test_wgmma_gpu.cu)
+struct WgmmaRs;  // specialised below: every multiple of 16 up to 128 (the kernels' tiles and the warp-specialized
+                 // tiles' short items) and 8 (tests/gpu/test_wgmma_gpu.cu)
 
 template <>
 struct WgmmaRs<8> {

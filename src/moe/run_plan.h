@@ -32,6 +32,8 @@ struct ResidentConfig {
 struct BlockMThresholds {
   double to8, to16, to32;
 };
+// sm_90's were fitted when the 32- and 64-token tiles multiplied whole tiles, and not refitted since their items
+// round the rows up to 16 (thirty-third session; on an H100 the 64-token tile then matched the 32-token one at T=512).
 inline constexpr BlockMThresholds kThresholdsWarpSpecialized16{12.0, 24.0, 40.0};
 inline constexpr BlockMThresholds kThresholdsMultistage16{15.0, 20.0, 40.0};
 // Above 64 tokens, sm_90's 128-token tile against the 64-token one, by the chunks each expert's tokens make: one
