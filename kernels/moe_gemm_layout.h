@@ -171,13 +171,17 @@ struct MoeGemmWsRecord {
   static constexpr int kRowData = 16;  // float router weight of row m at kRowData + 4 m, int32 pair index at
                                        // kRowData + 4 (block_m + m)
 };
-// Tiles of more than 16 tokens (moe_gemm_ws_short_items): an item of fewer rows multiplies them rounded up to a multiple
-// of this many tokens (one wgmma width and K loop per multiple; kernels/moe_gemm_warpspecialized_sm90.cuh, whose
-// producer copies each item's rows with its first stage for that choice, and whose kShortItems leaves out the
-// 32-token tile's bf16-partial kernel), and the planner's 128-token chunk costs (src/moe/run_plan.h) count the same
-// widths.
+// The warp-specialized kernels whose items multiply their rows rounded up to a multiple of this many tokens (one wgmma
+// width and K loop per multiple; kernels/moe_gemm_warpspecialized_sm90.cuh, whose producer copies each item's rows
+// with its first stage for that choice): every tile of more than 16 tokens, but the 32-token tile's bf16-partial down
+// kernel (an opt-in finalize mode), which keeps whole-tile items: with a K loop per width its consumers spill two
+// registers (an 8-byte stack frame, whatever the load order or the epilogue's address form;
+// tests/gpu/test_planner_gpu.cu rejects any). The planner's 128-token chunk costs (src/moe/run_plan.h) count the
+// same widths.
 inline constexpr int kWsShortItemStep = 16;
-constexpr bool moe_gemm_ws_short_items(int block_m) { return block_m > kWsShortItemStep; }
+constexpr bool moe_gemm_ws_short_items(int block_m, bool bf16_partials = false) {
+  return block_m > kWsShortItemStep && !(block_m == 32 && bf16_partials);
+}
 constexpr int moe_gemm_ws_item_tokens(int rows, int block_m) {
   const int n = (rows + kWsShortItemStep - 1) / kWsShortItemStep * kWsShortItemStep;
   return n < block_m ? n : block_m;

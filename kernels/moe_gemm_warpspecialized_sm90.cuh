@@ -50,12 +50,9 @@ __device__ __forceinline__ void moe_gemm_ws_body(const MoeGemmParams& p, const M
   // stage by the producer, read by the consumers' epilogue before they release that slot.
   constexpr int64_t kRecBytes = moe_gemm_ws_record_bytes(Cfg::kBlockM);
   constexpr ItemRecord kRecord = kEpi == MoeEpilogue::kSwiGLU ? ItemRecord::kHeader : ItemRecord::kRows;
-  // Items that multiply their rows rounded up to kWsShortItemStep (the producer copies each item's rows with its
-  // first stage for that). The 32-token tile's bf16-partial kernel (an opt-in finalize mode) keeps whole-tile items:
-  // with a K loop per width its consumers spill two registers (an 8-byte stack frame, whatever the load order or the
-  // epilogue's address form; tests/gpu/test_planner_gpu.cu rejects any).
-  constexpr bool kShortItems =
-      moe_gemm_ws_short_items(Cfg::kBlockM) && !(Cfg::kBlockM == 32 && kEpi == MoeEpilogue::kFinalizeStoreBf16);
+  // Items that multiply their rows rounded up to kWsShortItemStep (moe_gemm_ws_short_items says which kernels and
+  // why; the producer copies each item's rows with its first stage for that).
+  constexpr bool kShortItems = moe_gemm_ws_short_items(Cfg::kBlockM, kEpi == MoeEpilogue::kFinalizeStoreBf16);
   auto record = [&](int slot) { return smem + L.epilogue_offset + slot * kRecBytes; };
   auto full = [&](int slot) { return bar0 + 8u * slot; };
   auto empty = [&](int slot) { return bar0 + 8u * (kStages + slot); };
