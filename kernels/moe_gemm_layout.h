@@ -165,8 +165,9 @@ inline constexpr int kWsMaxStages = 8;
 // topk_weights). 16 B + 8 B per token row; the producer writes and the consumers read it at these offsets.
 struct MoeGemmWsRecord {
   static constexpr int kRow0 = 0, kRows = 4, kAlpha = 8;  // int32, int32, float
-  // int32: the rows of the item whose FIRST stage is in this slot (tiles of more than 16 tokens: the consumers pick
-  // the wgmma's N from it before the item's K loop; the fields above belong to the item whose last stage it is)
+  // int32: the rows of the item whose FIRST stage is in this slot (the kernels of moe_gemm_ws_short_items: the
+  // consumers pick the wgmma's N from it before the item's K loop; the fields above belong to the item whose last
+  // stage it is)
   static constexpr int kFirstRows = 12;
   static constexpr int kRowData = 16;  // float router weight of row m at kRowData + 4 m, int32 pair index at
                                        // kRowData + 4 (block_m + m)
@@ -179,7 +180,7 @@ struct MoeGemmWsRecord {
 // tests/gpu/test_planner_gpu.cu rejects any). The planner's 128-token chunk costs (src/moe/run_plan.h) count the
 // same widths.
 inline constexpr int kWsShortItemStep = 16;
-constexpr bool moe_gemm_ws_short_items(int block_m, bool bf16_partials = false) {
+constexpr bool moe_gemm_ws_short_items(int block_m, bool bf16_partials) {
   return block_m > kWsShortItemStep && !(block_m == 32 && bf16_partials);
 }
 constexpr int moe_gemm_ws_item_tokens(int rows, int block_m) {

@@ -130,7 +130,7 @@ struct TileProducer {
         ptx::cp_async_16_zfill(dst + i * kDstStep, x_src[i] + k * (Cfg::kBlockK * 2), (x_zero & (1u << i)) != 0);
       }
       // Items that choose their width: the item's rows, with its first stage (the consumers pick the N).
-      if constexpr (kRecord != ItemRecord::kNone && kFirstRows)
+      if constexpr (kFirstRows)
         if (kt == 0 && tid == kPThreads - 1) ptx::cp_async_4(rec + MoeGemmWsRecord::kFirstRows, p.chunk_rows + rec_chunk);
       // The item record, with the item's last stage (its consumers read it after that stage's wait).
       if constexpr (kRecord != ItemRecord::kNone) {

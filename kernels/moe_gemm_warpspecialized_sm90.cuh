@@ -184,7 +184,7 @@ __device__ __forceinline__ void moe_gemm_ws_body(const MoeGemmParams& p, const M
     }
     };
     if constexpr (kShortItems) {
-      // Tiles of 32 tokens and more: an item of fewer rows (an expert's last, partial chunk, or its only one)
+      // Items that choose their width: an item of fewer rows (an expert's last, partial chunk, or its only one)
       // multiplies them rounded up to a multiple of kWsShortItemStep tokens, not the tile's (fewer MMAs; the
       // padding rows cost as much as real ones). Its rows come with its first stage; the shuffle tells ptxas the
       // choice is warp-uniform (a divergent-looking branch around wgmmas serializes them).

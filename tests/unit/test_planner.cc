@@ -225,12 +225,12 @@ TEST(Planner, ShippedBlockMsPerArch) {
 // The warp-specialized tiles' item widths: the smallest multiple of kWsShortItemStep that holds the rows, at most the
 // tile (what the kernel's K loops and the 128-token tile's chunk costs count), for every tile wider than one step.
 TEST(Planner, ShortItemWidthsAreTheRowsRoundedUpToTheStep) {
-  EXPECT_FALSE(moe_gemm_ws_short_items(16));
+  EXPECT_FALSE(moe_gemm_ws_short_items(16, false));
   EXPECT_FALSE(moe_gemm_ws_short_items(32, /*bf16_partials=*/true));  // (its consumers would spill)
   EXPECT_TRUE(moe_gemm_ws_short_items(64, true));
   EXPECT_TRUE(moe_gemm_ws_short_items(128, true));
   for (int block_m : {32, 64, 128}) {
-    EXPECT_TRUE(moe_gemm_ws_short_items(block_m)) << block_m;
+    EXPECT_TRUE(moe_gemm_ws_short_items(block_m, false)) << block_m;
     for (int rows = 1; rows <= block_m; ++rows) {
       const int n = moe_gemm_ws_item_tokens(rows, block_m);
       EXPECT_GE(n, rows) << rows;
