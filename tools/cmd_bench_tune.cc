@@ -48,6 +48,7 @@ struct BenchOpts {
   bool graph = true;                 // also time CUDA-graph replay
   int kernel_arch = 0;               // MoeLayerOptions::kernel_arch
   std::vector<int> down_k_splits;  // empty: the layer's choice
+  std::string time_at = "pick";      // bench::MoeBenchOptions::time_at: "pick" or "fastest"
   std::string* json_text = nullptr;  // also hand the JSON to the caller (report)
 };
 
@@ -123,6 +124,7 @@ int run_bench(const BenchOpts& o) {
   finalize_mode_from_name(o.finalize, &b.finalize);  // (CLI11 checked the name)
   if (!o.block_ms.empty()) b.block_ms = o.block_ms;
   b.down_k_splits = o.down_k_splits;
+  b.time_at = o.time_at == "fastest" ? bench::MoeBenchOptions::TimeAt::kFastest : bench::MoeBenchOptions::TimeAt::kLayerPick;
   bench::MoeBenchDevice dev;
   std::vector<bench::MoeBenchRow> rows;
   if (const Status s = bench::run_moe_bench(b, &dev, &rows); !s.is_ok()) {
@@ -181,6 +183,7 @@ int run_tune(const TuneOpts& o) {
   // Split-K of the down GEMM is part of the tactic space: 1, 2 and 4 where they divide I / 256.
   b.down_k_splits = {1, 2, 4};
   b.use_tuning_cache = false;  // the heuristic column is the built-in heuristic, not an older cache
+  b.time_at = bench::MoeBenchOptions::TimeAt::kFastest;  // (the tuned choice is the sweep's fastest)
   finalize_mode_from_name(o.finalize, &b.finalize);  // (CLI11 checked the name)
   b.baselines = false;
   b.phases = false;
@@ -288,6 +291,12 @@ void add_bench_and_tune(CLI::App& app, int* rc) {
   bench->add_option("--down-k-splits", b->down_k_splits,
                     "also time these down-GEMM K split counts per block_m, e.g. 1 2 4 (default: the layer's choice)")
       ->check(CLI::IsMember({1, 2, 4, 8}));
+  bench->add_option("--time-at", b->time_at,
+                    "after the block_m sweep, time the table, the CUDA graphs and the per-T variants at the layer's own "
+                    "pick (what a forward pass runs by itself) or at the sweep's fastest config (what `fp4moe tune` would "
+                    "choose)")
+      ->check(CLI::IsMember({"pick", "fastest"}))
+      ->capture_default_str();
   bench->add_option("--iters", b->iters, "timed runs per measurement (median)")->check(CLI::Range(5, 1000))->capture_default_str();
   bench->add_option("--json", b->json, "write the results as JSON");
   bench->add_option("--csv", b->csv, "write the results as CSV");

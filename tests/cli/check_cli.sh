@@ -49,6 +49,7 @@ bad 2 report --model llama
 bad 2 bench --routing foo
 bad 2 bench --down-k-splits 3
 bad 2 bench --finalize fp16
+bad 2 bench --time-at slowest
 bad 2 tune --finalize fp32
 bad 2 tune --max-tokens 0
 bad 2 report --tune-budget-s 0

@@ -276,7 +276,7 @@ Status run_moe_bench(const MoeBenchOptions& o, MoeBenchDevice* dev, std::vector<
           },
           sets, std::max(o.min_iters, 2 * sets));
     };
-    r.layer_us = 1e30;
+    r.fastest_us = 1e30;
     // The direct decode path where the layer's own plan takes it (and no block_m was asked for): a forward pass with
     // nothing forced, timed as one more config.
     std::vector<int> sweep = block_ms;
@@ -292,17 +292,35 @@ Status run_moe_bench(const MoeBenchOptions& o, MoeBenchDevice* dev, std::vector<
         const double us = phase(testing::kPhaseAll, layer).median_us;
         FP4MOE_RETURN_IF_ERROR(failed);
         r.layer_us_by_config[{bm, sp}] = us;
-        if (us < r.layer_us) {
-          r.layer_us = us;
-          r.block_m = bm;
-          r.down_k_splits = sp;
+        if (us < r.fastest_us) {
+          r.fastest_us = us;
+          r.fastest_bm = bm;
+          r.fastest_splits = sp;
         }
       }
     }
     if (r.layer_us_by_config.empty())
       return invalid_argument("T=" + std::to_string(T) + ": no timed block_m takes the requested down K splits (" +
                               "each block_m's down tile must divide I / splits)");
-    bm_override = r.block_m;  // the phases and variants below at the fastest config
+    const MoeRunPlan own = plan_of(layer, T, 0);
+    r.heuristic_bm = own.block_m;
+    r.heuristic_direct = own.direct_decode;
+    r.heuristic_splits = own.down_k_splits;
+    // The config timed from here on (MoeBenchOptions::time_at): the layer's own pick is the sweep's entry of its
+    // block_m with the down K splits left to the layer (0), where the sweep has it.
+    r.block_m = r.fastest_bm;
+    r.down_k_splits = r.fastest_splits;
+    r.layer_us = r.fastest_us;
+    if (o.time_at == MoeBenchOptions::TimeAt::kLayerPick) {
+      const auto pick = r.layer_us_by_config.find({own.direct_decode ? kDirectBlockM : own.block_m, 0});
+      if (pick != r.layer_us_by_config.end()) {
+        r.block_m = pick->first.first;
+        r.down_k_splits = 0;
+        r.layer_us = pick->second;
+        r.timed_at_pick = true;
+      }
+    }
+    bm_override = r.block_m;  // the phases and variants below at the timed config
     splits_override = r.down_k_splits;
     const bool direct = r.block_m == kDirectBlockM;
     if (o.phases) {
@@ -425,10 +443,6 @@ Status run_moe_bench(const MoeBenchOptions& o, MoeBenchDevice* dev, std::vector<
       FP4MOE_RETURN_IF_ERROR(captured);
     }
     FP4MOE_RETURN_IF_ERROR(layer.check(ws[0].p, nullptr));
-    const MoeRunPlan own = plan_of(layer, T, 0);
-    r.heuristic_bm = own.block_m;
-    r.heuristic_direct = own.direct_decode;
-    r.heuristic_splits = own.down_k_splits;
     r.weight_bytes = r.active * bytes_per_expert;
     r.flop_per_byte = 2.0 * r.local_pairs * 3.0 * I * H / r.weight_bytes;
     r.tflops = 2.0 * r.local_pairs * (3.0 * I * H) / (r.layer_us * 1e-6) / 1e12;
@@ -507,6 +521,17 @@ void print_moe_bench(const MoeBenchOptions& o, const MoeBenchDevice& dev, const 
     if (r.down_k_splits > 1) std::fprintf(f, " (fastest with the down K in %d splits)", r.down_k_splits);
     if (r.heuristic_direct) std::fprintf(f, " (the layer picks the direct decode path)");
     else std::fprintf(f, " (the layer picks %d)", r.heuristic_bm);
+    auto config_name = [](int bm, int splits) {
+      std::string n = bm == kDirectBlockM ? std::string("the direct decode path") : "bm" + std::to_string(bm);
+      return splits > 1 ? n + " with the down K in " + std::to_string(splits) + " splits" : n;
+    };
+    if (o.time_at == MoeBenchOptions::TimeAt::kLayerPick && !r.timed_at_pick)
+      std::fprintf(f, "; the pick was not swept, so what follows is timed at the fastest, %s",
+                   config_name(r.block_m, r.down_k_splits).c_str());
+    else if (r.fastest_bm != r.block_m || r.fastest_splits != r.down_k_splits)
+      std::fprintf(f, "; timed at the pick, %s; the sweep's fastest is %s, %.1f us (%+.1f%% against the pick's %.1f)",
+                   config_name(r.block_m, r.down_k_splits).c_str(), config_name(r.fastest_bm, r.fastest_splits).c_str(),
+                   r.fastest_us, 100.0 * (r.fastest_us / r.layer_us - 1.0), r.layer_us);
     if (r.layer_graph_chain_us > 0)
       std::fprintf(f, "; %d passes in one CUDA graph (one workspace): %.1f us per pass", r.graph_chain_passes,
                    r.layer_graph_chain_us);
@@ -549,7 +574,10 @@ void print_moe_bench(const MoeBenchOptions& o, const MoeBenchDevice& dev, const 
                s.global_experts() != s.num_experts ? (" of " + std::to_string(s.global_experts())).c_str() : "",
                static_cast<long long>(s.hidden), static_cast<long long>(s.intermediate), static_cast<long long>(s.top_k),
                finalize_mode_name(o.finalize), o.routing.c_str(), o.min_iters);
-  std::fprintf(f, "bytes = active experts' NVFP4 weights incl. scales (0.5625 B/weight); floor = bytes / measured read BW\n\n");
+  std::fprintf(f, "bytes = active experts' NVFP4 weights incl. scales (0.5625 B/weight); floor = bytes / measured read BW\n");
+  std::fprintf(f, "%s\n\n", o.time_at == MoeBenchOptions::TimeAt::kLayerPick
+                                ? "bm = the layer's own pick, at which every column is timed (the per-T notes give the sweep's fastest where it differs)"
+                                : "bm = the sweep's fastest config, at which every column is timed");
   std::fprintf(f, "%6s %6s %4s %8s %7s %8s %8s %8s %8s %8s %6s %6s %7s %9s %7s %9s %7s %9s %7s %6s %7s\n", "T", "active", "bm",
                "MB", "route", "gate_up", "down", "layer", "graph", "floor", "GB/s", "%BW", "TFLOP/s", "cuBLAS gu", "gu x",
                "cuBLAS", "layer x", "tok/s*", "FLOP/B", "%peak", "bound");
@@ -589,6 +617,8 @@ std::string moe_bench_json(const MoeBenchOptions& o, const MoeBenchDevice& dev, 
     for (const auto& [bm, us] : r.layer_us_by_bm()) by[std::to_string(bm)] = us;
     arr.push_back({{"tokens", r.T}, {"active_experts", r.active}, {"block_m", r.block_m}, {"heuristic_block_m", r.heuristic_bm},
                    {"direct_decode", r.block_m == kDirectBlockM}, {"heuristic_direct_decode", r.heuristic_direct},
+                   {"timed_at", r.timed_at_pick ? "pick" : "fastest"}, {"fastest_block_m", r.fastest_bm},
+                   {"fastest_down_k_splits", r.fastest_splits}, {"fastest_layer_us", r.fastest_us},
                    {"layer_tiled_us", r.layer_tiled_us},
                    {"layer_us_by_block_m", by}, {"route_us", r.route_us}, {"gate_up_us", r.gate_up_us},
                    {"down_us", r.down_us}, {"layer_us", r.layer_us}, {"layer_graph_us", r.layer_graph_us}, {"layer_graph_chain_us", r.layer_graph_chain_us},

@@ -34,6 +34,11 @@ struct MoeBenchOptions {
                                        // also times the other setting where it changes the kernels)
   bool programmatic_prefill_finalize = false;  // MoeLayerOptions::programmatic_prefill_finalize of the layers timed
                                               // (the per-T note also times the other setting where it applies)
+  // Which config the table, the graph and chain timings and the per-T note's variants are timed at, once every
+  // config is swept: the layer's own pick (what a forward pass with no block_m asked for runs: its tuning cache's
+  // choice, else the heuristic; the sweep's fastest where the pick was not swept, and the row says so), or the sweep's fastest (the tuner's choice).
+  enum class TimeAt { kLayerPick, kFastest };
+  TimeAt time_at = TimeAt::kLayerPick;
   int min_iters = 20;                  // timed runs per measurement (median)
   double budget_s = 0;                 // > 0: stop before the next T once this much time has passed
   // Called before each T (index, count) and once at the end (count, count), e.g. for a progress bar.
@@ -50,10 +55,14 @@ struct MoeBenchRow {
   double local_pairs = 0;   // (token, expert) pairs on this shard's experts (all pairs without expert parallelism)
   int max_per_expert = 0;
   int heuristic_splits = 1;          // the down K splits the layer picks by itself for T
-  int block_m = 0, heuristic_bm = 0;  // the fastest config, and what the layer picks by itself (its tuning
-                                      // cache, else the heuristic; the tuner's layer reads no cache); block_m
-                                      // kDirectBlockM: the direct decode path
+  int block_m = 0, heuristic_bm = 0;  // the timed config (MoeBenchOptions::time_at), and what the layer picks by
+                                      // itself (its tuning cache, else the heuristic; the tuner's layer reads no
+                                      // cache); block_m kDirectBlockM: the direct decode path
   bool heuristic_direct = false;      // the layer's own plan for T is the direct decode path
+  // The sweep's fastest config and its time (block_m kDirectBlockM: the direct decode path), whichever is timed.
+  int fastest_bm = 0, fastest_splits = 0;
+  double fastest_us = 0;
+  bool timed_at_pick = false;  // block_m is the layer's own pick (false: the fastest, asked for or the pick not swept)
   // (block_m, down K splits; 0 = the layer's choice); block_m kDirectBlockM: the direct decode path
   std::map<std::pair<int, int>, double> layer_us_by_config;
   // Per block_m, the best over the timed split counts.
@@ -63,9 +72,9 @@ struct MoeBenchRow {
       if (!by.count(cfg.first) || us < by[cfg.first]) by[cfg.first] = us;
     return by;
   }
-  int down_k_splits = 0;                                      // of the fastest config (0 = the layer's choice)
-  double route_us = 0, gate_up_us = 0, down_us = 0, layer_us = 0;
-  double layer_graph_us = 0;  // the fastest config's forward pass replayed from a CUDA graph (0: not timed)
+  int down_k_splits = 0;                                      // of the timed config (0 = the layer's choice)
+  double route_us = 0, gate_up_us = 0, down_us = 0, layer_us = 0;  // (layer_us: the timed config's sweep entry)
+  double layer_graph_us = 0;  // the timed config's forward pass replayed from a CUDA graph (0: not timed)
   // Per pass of one CUDA graph holding graph_chain_passes forward passes back to back (one per routing set, all on one
   // workspace), as a model's step graph holds its layers: the graph launch is shared, each pass starts as the one before
   // it drains (0: not timed).
@@ -77,7 +86,7 @@ struct MoeBenchRow {
   double layer_graph_set_mean_us = 0, layer_graph_set_min_us = 0, layer_graph_set_max_us = 0;
   double weight_bytes = 0, floor_us = 0, gbs = 0, pct_bw = 0, tflops = 0, flop_per_byte = 0;
   double cublas_gate_up_us = 0, cublas_us = 0;
-  // The variants below are timed (when phases are; 0 otherwise) at the fastest config in rounds, each round
+  // The variants below are timed (when phases are; 0 otherwise) at the timed config in rounds, each round
   // the main layer and then every variant once, and each reported as the median of its rounds; layer_main_us
   // is the main layer's median of the same rounds, what the variants are compared with. Every variant is a
   // layer of its own, with its own copy of the weights: layer_twin_us is one with the main layer's options,
@@ -90,12 +99,12 @@ struct MoeBenchRow {
   double layer_other_det_us = 0;
   double layer_other_ws_us = 0;  // with MoeLayerOptions::warp_specialized flipped where that changes the kernels, else 0
   double layer_gate_up_unsplit_us = 0;  // with gate_up's K not split where the layer splits it (gate_up_k_splits), else 0
-  int gate_up_k_splits = 1;  // the layer's gate_up K splits at the fastest block_m
-  double layer_tiled_us = 0;  // with the tiled kernels (MoeLayerOptions::direct_decode off) where the fastest is direct, else 0
-  // with MoeLayerOptions::programmatic_prefill_finalize flipped where the fastest plan's finalize launch changes with it
+  int gate_up_k_splits = 1;  // the layer's gate_up K splits at the timed block_m
+  double layer_tiled_us = 0;  // with the tiled kernels (MoeLayerOptions::direct_decode off) where the timed config is direct, else 0
+  // with MoeLayerOptions::programmatic_prefill_finalize flipped where the timed plan's finalize launch changes with it
   // (a prefill tile's deterministic finalize), else 0
   double layer_other_finalize_launch_us = 0;
-  double layer_unfused_us = 0;  // with the routing kernel where the fastest config fuses routing (MoeLayer::fuses_routing), else 0
+  double layer_unfused_us = 0;  // with the routing kernel where the timed config fuses routing (MoeLayer::fuses_routing), else 0
   double tokens_per_s = 0;  // projected: T / (layer time x MoE layers)
 };
 
