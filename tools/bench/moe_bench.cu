@@ -307,17 +307,21 @@ Status run_moe_bench(const MoeBenchOptions& o, MoeBenchDevice* dev, std::vector<
     r.heuristic_direct = own.direct_decode;
     r.heuristic_splits = own.down_k_splits;
     // The config timed from here on (MoeBenchOptions::time_at): the layer's own pick is the sweep's entry of its
-    // block_m with the down K splits left to the layer (0), where the sweep has it.
+    // block_m with the down K splits left to the layer (0), or forced to the layer's own count where only forced
+    // counts were swept (--down-k-splits), where the sweep has either.
     r.block_m = r.fastest_bm;
     r.down_k_splits = r.fastest_splits;
     r.layer_us = r.fastest_us;
     if (o.time_at == MoeBenchOptions::TimeAt::kLayerPick) {
-      const auto pick = r.layer_us_by_config.find({own.direct_decode ? kDirectBlockM : own.block_m, 0});
-      if (pick != r.layer_us_by_config.end()) {
-        r.block_m = pick->first.first;
-        r.down_k_splits = 0;
+      const int pick_bm = own.direct_decode ? kDirectBlockM : own.block_m;
+      for (int sp : {0, std::max(1, own.down_k_splits)}) {
+        const auto pick = r.layer_us_by_config.find({pick_bm, sp});
+        if (pick == r.layer_us_by_config.end()) continue;
+        r.block_m = pick_bm;
+        r.down_k_splits = sp;
         r.layer_us = pick->second;
         r.timed_at_pick = true;
+        break;
       }
     }
     bm_override = r.block_m;  // the phases and variants below at the timed config
