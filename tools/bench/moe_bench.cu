@@ -522,7 +522,7 @@ void print_moe_bench(const MoeBenchOptions& o, const MoeBenchDevice& dev, const 
       std::fprintf(f, "; by block_m/down K splits:");
       for (const auto& [cfg, us] : r.layer_us_by_config) std::fprintf(f, " %d/%d %.1f", cfg.first, cfg.second, us);
     }
-    if (r.down_k_splits > 1) std::fprintf(f, " (fastest with the down K in %d splits)", r.down_k_splits);
+    if (r.fastest_splits > 1) std::fprintf(f, " (fastest with the down K in %d splits)", r.fastest_splits);
     if (r.heuristic_direct) std::fprintf(f, " (the layer picks the direct decode path)");
     else std::fprintf(f, " (the layer picks %d)", r.heuristic_bm);
     auto config_name = [](int bm, int splits) {
