@@ -124,7 +124,7 @@ int run_bench(const BenchOpts& o) {
   finalize_mode_from_name(o.finalize, &b.finalize);  // (CLI11 checked the name)
   if (!o.block_ms.empty()) b.block_ms = o.block_ms;
   b.down_k_splits = o.down_k_splits;
-  b.time_at = o.time_at == "fastest" ? bench::MoeBenchOptions::TimeAt::kFastest : bench::MoeBenchOptions::TimeAt::kLayerPick;
+  b.time_at = o.time_at == "fastest" ? bench::TimeAt::kFastest : bench::TimeAt::kLayerPick;
   bench::MoeBenchDevice dev;
   std::vector<bench::MoeBenchRow> rows;
   if (const Status s = bench::run_moe_bench(b, &dev, &rows); !s.is_ok()) {
@@ -183,7 +183,7 @@ int run_tune(const TuneOpts& o) {
   // Split-K of the down GEMM is part of the tactic space: 1, 2 and 4 where they divide I / 256.
   b.down_k_splits = {1, 2, 4};
   b.use_tuning_cache = false;  // the heuristic column is the built-in heuristic, not an older cache
-  b.time_at = bench::MoeBenchOptions::TimeAt::kFastest;  // (the tuned choice is the sweep's fastest)
+  b.time_at = bench::TimeAt::kFastest;  // (the tuned choice is the sweep's fastest)
   finalize_mode_from_name(o.finalize, &b.finalize);  // (CLI11 checked the name)
   b.baselines = false;
   b.phases = false;

@@ -276,7 +276,6 @@ Status run_moe_bench(const MoeBenchOptions& o, MoeBenchDevice* dev, std::vector<
           },
           sets, std::max(o.min_iters, 2 * sets));
     };
-    r.fastest_us = 1e30;
     // The direct decode path where the layer's own plan takes it (and no block_m was asked for): a forward pass with
     // nothing forced, timed as one more config.
     std::vector<int> sweep = block_ms;
@@ -292,11 +291,6 @@ Status run_moe_bench(const MoeBenchOptions& o, MoeBenchDevice* dev, std::vector<
         const double us = phase(testing::kPhaseAll, layer).median_us;
         FP4MOE_RETURN_IF_ERROR(failed);
         r.layer_us_by_config[{bm, sp}] = us;
-        if (us < r.fastest_us) {
-          r.fastest_us = us;
-          r.fastest_bm = bm;
-          r.fastest_splits = sp;
-        }
       }
     }
     if (r.layer_us_by_config.empty())
@@ -306,24 +300,16 @@ Status run_moe_bench(const MoeBenchOptions& o, MoeBenchDevice* dev, std::vector<
     r.heuristic_bm = own.block_m;
     r.heuristic_direct = own.direct_decode;
     r.heuristic_splits = own.down_k_splits;
-    // The config timed from here on (MoeBenchOptions::time_at): the layer's own pick is the sweep's entry of its
-    // block_m with the down K splits left to the layer (0), or forced to the layer's own count where only forced
-    // counts were swept (--down-k-splits), where the sweep has either.
-    r.block_m = r.fastest_bm;
-    r.down_k_splits = r.fastest_splits;
-    r.layer_us = r.fastest_us;
-    if (o.time_at == MoeBenchOptions::TimeAt::kLayerPick) {
-      const int pick_bm = own.direct_decode ? kDirectBlockM : own.block_m;
-      for (int sp : {0, std::max(1, own.down_k_splits)}) {
-        const auto pick = r.layer_us_by_config.find({pick_bm, sp});
-        if (pick == r.layer_us_by_config.end()) continue;
-        r.block_m = pick_bm;
-        r.down_k_splits = sp;
-        r.layer_us = pick->second;
-        r.timed_at_pick = true;
-        break;
-      }
-    }
+    // The config timed from here on (MoeBenchOptions::time_at).
+    const TimedConfig fastest = fastest_config(r.layer_us_by_config);
+    const TimedConfig timed = timed_config(r.layer_us_by_config, o.time_at, own.direct_decode, own.block_m, own.down_k_splits);
+    r.fastest_bm = fastest.block_m;
+    r.fastest_splits = fastest.down_k_splits;
+    r.fastest_us = fastest.us;
+    r.block_m = timed.block_m;
+    r.down_k_splits = timed.down_k_splits;
+    r.layer_us = timed.us;
+    r.timed_at_pick = timed.at_pick;
     bm_override = r.block_m;  // the phases and variants below at the timed config
     splits_override = r.down_k_splits;
     const bool direct = r.block_m == kDirectBlockM;
@@ -529,7 +515,7 @@ void print_moe_bench(const MoeBenchOptions& o, const MoeBenchDevice& dev, const 
       std::string n = bm == kDirectBlockM ? std::string("the direct decode path") : "bm" + std::to_string(bm);
       return splits > 1 ? n + " with the down K in " + std::to_string(splits) + " splits" : n;
     };
-    if (o.time_at == MoeBenchOptions::TimeAt::kLayerPick && !r.timed_at_pick)
+    if (o.time_at == TimeAt::kLayerPick && !r.timed_at_pick)
       std::fprintf(f, "; the pick was not swept, so what follows is timed at the fastest, %s",
                    config_name(r.block_m, r.down_k_splits).c_str());
     else if (r.fastest_bm != r.block_m || r.fastest_splits != r.down_k_splits)
@@ -579,7 +565,7 @@ void print_moe_bench(const MoeBenchOptions& o, const MoeBenchDevice& dev, const 
                static_cast<long long>(s.hidden), static_cast<long long>(s.intermediate), static_cast<long long>(s.top_k),
                finalize_mode_name(o.finalize), o.routing.c_str(), o.min_iters);
   std::fprintf(f, "bytes = active experts' NVFP4 weights incl. scales (0.5625 B/weight); floor = bytes / measured read BW\n");
-  std::fprintf(f, "%s\n\n", o.time_at == MoeBenchOptions::TimeAt::kLayerPick
+  std::fprintf(f, "%s\n\n", o.time_at == TimeAt::kLayerPick
                                 ? "bm = the layer's own pick, at which every column is timed (the per-T notes give the sweep's fastest where it differs)"
                                 : "bm = the sweep's fastest config, at which every column is timed");
   std::fprintf(f, "%6s %6s %4s %8s %7s %8s %8s %8s %8s %8s %6s %6s %7s %9s %7s %9s %7s %9s %7s %6s %7s\n", "T", "active", "bm",

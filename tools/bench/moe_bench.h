@@ -11,6 +11,7 @@
 
 #include "fp4moe/moe.h"
 #include "bench/bench_util.h"
+#include "bench/timed_config.h"
 
 namespace fp4moe::bench {
 
@@ -35,9 +36,9 @@ struct MoeBenchOptions {
   bool programmatic_prefill_finalize = false;  // MoeLayerOptions::programmatic_prefill_finalize of the layers timed
                                               // (the per-T note also times the other setting where it applies)
   // Which config the table, the graph and chain timings and the per-T note's variants are timed at, once every
-  // config is swept: the layer's own pick (what a forward pass with no block_m asked for runs: its tuning cache's
-  // choice, else the heuristic; the sweep's fastest where the pick was not swept, and the row says so), or the sweep's fastest (the tuner's choice).
-  enum class TimeAt { kLayerPick, kFastest };
+  // config is swept (timed_config): the layer's own pick (what a forward pass with no block_m asked for runs: its
+  // tuning cache's choice, else the heuristic; the sweep's fastest where the pick was not swept, and the row says
+  // so), or the sweep's fastest (the tuner's choice).
   TimeAt time_at = TimeAt::kLayerPick;
   int min_iters = 20;                  // timed runs per measurement (median)
   double budget_s = 0;                 // > 0: stop before the next T once this much time has passed
@@ -45,9 +46,6 @@ struct MoeBenchOptions {
   std::function<void(size_t, size_t, int64_t)> progress;
 };
 
-// The block_m key of the direct decode path in MoeBenchRow's configs (a forward pass with block_m 0 and nothing
-// forced, which the layer runs on that path where it fits).
-inline constexpr int kDirectBlockM = 0;
 
 struct MoeBenchRow {
   int64_t T = 0;
@@ -64,7 +62,7 @@ struct MoeBenchRow {
   double fastest_us = 0;
   bool timed_at_pick = false;  // block_m is the layer's own pick (false: the fastest, asked for or the pick not swept)
   // (block_m, down K splits; 0 = the layer's choice); block_m kDirectBlockM: the direct decode path
-  std::map<std::pair<int, int>, double> layer_us_by_config;
+  SweepTimes layer_us_by_config;
   // Per block_m, the best over the timed split counts.
   std::map<int, double> layer_us_by_bm() const {
     std::map<int, double> by;
