@@ -293,8 +293,7 @@ void add_bench_and_tune(CLI::App& app, int* rc) {
       ->check(CLI::IsMember({1, 2, 4, 8}));
   bench->add_option("--time-at", b->time_at,
                     "after the block_m sweep, time the table, the CUDA graphs and the per-T variants at the layer's own "
-                    "pick (what a forward pass runs by itself) or at the sweep's fastest config (what `fp4moe tune` would "
-                    "choose)")
+                    "pick (what a forward pass with nothing forced runs) or at the sweep's fastest config (tune's criterion)")
       ->check(CLI::IsMember({"pick", "fastest"}))
       ->capture_default_str();
   bench->add_option("--iters", b->iters, "timed runs per measurement (median)")->check(CLI::Range(5, 1000))->capture_default_str();

@@ -1,6 +1,7 @@
 // Benchmark of the NVFP4 MoE layer (GLM-5 shape) against the weight-bytes floor and a cuBLAS bf16 batched
 // GEMM on the same active experts, all measured in the same run. Usage: fp4moe_bench_moe [T1,T2,...]
-// (FP4MOE_BENCH_BLOCK_M=N times only that config; `fp4moe bench` has the full set of options.)
+// (FP4MOE_BENCH_BLOCK_M=N times only that config; otherwise every block_m is swept and the rest timed at the layer's
+// own pick; `fp4moe bench` has the full set of options.)
 // SPDX-License-Identifier: Apache-2.0
 #include <cstdio>
 #include <cstdlib>

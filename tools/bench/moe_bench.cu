@@ -38,11 +38,13 @@ Status fill(void* p, int64_t n, uint64_t seed, bool scales) {
   return Status::ok();
 }
 
-// The plan `l` makes for T tokens at block_m `bm` (0: its own choice); a default plan (block_m 0) where it has none.
-MoeRunPlan plan_of(const MoeLayer& l, int64_t T, int bm) {
+// The plan `l` makes for T tokens at block_m `bm` and down K splits `splits` (0: its own choice); a default plan
+// (block_m 0) where it has none.
+MoeRunPlan plan_of(const MoeLayer& l, int64_t T, int bm, int splits = 0) {
   MoeForwardArgs a;
   a.num_tokens = T;
   a.block_m = bm;
+  a.down_k_splits = splits;
   MoeRunPlan p;
   if (!l.plan(a, &p).is_ok()) p = MoeRunPlan{};
   return p;
@@ -276,13 +278,24 @@ Status run_moe_bench(const MoeBenchOptions& o, MoeBenchDevice* dev, std::vector<
           },
           sets, std::max(o.min_iters, 2 * sets));
     };
-    // The direct decode path where the layer's own plan takes it (and no block_m was asked for): a forward pass with
-    // nothing forced, timed as one more config.
+    const MoeRunPlan own = plan_of(layer, T, 0);
+    r.heuristic_bm = own.block_m;
+    r.heuristic_direct = own.direct_decode;
+    r.heuristic_splits = own.down_k_splits;
+    // The sweep entries that run the layer's own plan (a forced block_m reads no tuning cache, so it is not always it).
+    const std::vector<SweepKey> pick_keys =
+        own_plan_keys(own, [&](int bm, int sp) { return plan_of(layer, T, bm, sp); });
+    // A forward pass with nothing forced, timed as one more config where no block_m was asked for and the layer's own
+    // plan is the direct decode path or no forced entry of the sweep runs it (a tuning cache's split count, say).
     std::vector<int> sweep = block_ms;
-    if (o.block_ms.empty() && plan_of(layer, T, 0).direct_decode) sweep.insert(sweep.begin(), kDirectBlockM);
+    const bool forced_pick_swept = std::any_of(pick_keys.begin(), pick_keys.end(), [&](const SweepKey& k) {
+      return k.first != kOwnPlanBlockM && std::count(block_ms.begin(), block_ms.end(), k.first) > 0 &&
+             std::count(split_list.begin(), split_list.end(), k.second) > 0;
+    });
+    if (o.block_ms.empty() && (own.direct_decode || !forced_pick_swept)) sweep.insert(sweep.begin(), kOwnPlanBlockM);
     for (int bm : sweep) {
       for (int sp : split_list) {
-        if (bm == kDirectBlockM && sp != 0) continue;  // (a forced split is the tiled path)
+        if (bm == kOwnPlanBlockM && sp != 0) continue;  // (nothing forced: the splits too are the layer's)
         bm_override = bm;
         splits_override = sp;
         // A split count that this block_m's down tile does not divide (a TP shard's single K tile of 256): not a
@@ -296,13 +309,9 @@ Status run_moe_bench(const MoeBenchOptions& o, MoeBenchDevice* dev, std::vector<
     if (r.layer_us_by_config.empty())
       return invalid_argument("T=" + std::to_string(T) + ": no timed block_m takes the requested down K splits (" +
                               "each block_m's down tile must divide I / splits)");
-    const MoeRunPlan own = plan_of(layer, T, 0);
-    r.heuristic_bm = own.block_m;
-    r.heuristic_direct = own.direct_decode;
-    r.heuristic_splits = own.down_k_splits;
     // The config timed from here on (MoeBenchOptions::time_at).
     const TimedConfig fastest = fastest_config(r.layer_us_by_config);
-    const TimedConfig timed = timed_config(r.layer_us_by_config, o.time_at, own.direct_decode, own.block_m, own.down_k_splits);
+    const TimedConfig timed = timed_config(r.layer_us_by_config, o.time_at, pick_keys);
     r.fastest_bm = fastest.block_m;
     r.fastest_splits = fastest.down_k_splits;
     r.fastest_us = fastest.us;
@@ -312,7 +321,9 @@ Status run_moe_bench(const MoeBenchOptions& o, MoeBenchDevice* dev, std::vector<
     r.timed_at_pick = timed.at_pick;
     bm_override = r.block_m;  // the phases and variants below at the timed config
     splits_override = r.down_k_splits;
-    const bool direct = r.block_m == kDirectBlockM;
+    const MoeRunPlan main_plan = plan_of(layer, T, r.block_m, r.down_k_splits);
+    r.timed_plan_bm = main_plan.block_m;
+    const bool direct = main_plan.direct_decode;
     if (o.phases) {
       // (the direct decode path routes inside its kernels: no routing phase of its own)
       r.route_us = direct ? 0.0 : phase(testing::kPhaseRouting, layer).median_us;
@@ -330,7 +341,6 @@ Status run_moe_bench(const MoeBenchOptions& o, MoeBenchDevice* dev, std::vector<
       // (the direct decode path is deterministic in every mode: no atomic variant of it)
       if (o.finalize != FinalizeMode::kAtomic && !direct) variants.push_back({&layer_atomic, &r.layer_atomic_us});
       if (main_det) variants.push_back({&layer_other_det, &r.layer_other_det_us});
-      const MoeRunPlan main_plan = plan_of(layer, T, r.block_m);
       r.gate_up_k_splits = main_plan.gate_up_k_splits;
       if (main_plan.direct_decode) {
         variants.push_back({&layer_tiled, &r.layer_tiled_us});
@@ -338,12 +348,12 @@ Status run_moe_bench(const MoeBenchOptions& o, MoeBenchDevice* dev, std::vector<
         // (down and the finalize as one kernel: against the tiled down kernel and the finalize kernel)
         if (main_plan.direct_down) variants.push_back({&layer_tiled, &r.layer_tiled_us});
         // (none where the other family has no tile of this block_m: the 128-token tile is warp-specialized only)
-        const MoeRunPlan other = plan_of(layer_other_ws, T, r.block_m);
-        if (other.block_m == r.block_m && main_plan.gate_up.family != other.gate_up.family)
+        const MoeRunPlan other = plan_of(layer_other_ws, T, r.block_m, r.down_k_splits);
+        if (other.block_m == main_plan.block_m && main_plan.gate_up.family != other.gate_up.family)
           variants.push_back({&layer_other_ws, &r.layer_other_ws_us});
         if (main_plan.fused_routing) variants.push_back({&layer_unfused, &r.layer_unfused_us});
         // (where the other setting changes this plan's finalize launch; an uninitialised layer plans nothing)
-        const MoeRunPlan other_fin_plan = plan_of(layer_other_fin, T, r.block_m);
+        const MoeRunPlan other_fin_plan = plan_of(layer_other_fin, T, r.block_m, r.down_k_splits);
         if (other_fin_plan.num_tokens == T && other_fin_plan.programmatic_finalize != main_plan.programmatic_finalize)
           variants.push_back({&layer_other_fin, &r.layer_other_finalize_launch_us});
       }
@@ -501,8 +511,9 @@ void print_moe_bench(const MoeBenchOptions& o, const MoeBenchDevice& dev, const 
   for (const auto& r : rows) {
     std::fprintf(f, "  T=%lld: max tokens on one expert %d; layer us by block_m:", static_cast<long long>(r.T), r.max_per_expert);
     for (const auto& [bm, us] : r.layer_us_by_bm()) {
-      if (bm == kDirectBlockM) std::fprintf(f, " direct %.1f", us);
-      else std::fprintf(f, " bm%d %.0f", bm, us);
+      if (bm != kOwnPlanBlockM) std::fprintf(f, " bm%d %.0f", bm, us);
+      else if (r.heuristic_direct) std::fprintf(f, " direct %.1f", us);
+      else std::fprintf(f, " nothing-forced (bm%d) %.1f", r.heuristic_bm, us);
     }
     if (r.layer_us_by_config.size() > r.layer_us_by_bm().size()) {
       std::fprintf(f, "; by block_m/down K splits:");
@@ -510,15 +521,19 @@ void print_moe_bench(const MoeBenchOptions& o, const MoeBenchDevice& dev, const 
     }
     if (r.fastest_splits > 1) std::fprintf(f, " (fastest with the down K in %d splits)", r.fastest_splits);
     if (r.heuristic_direct) std::fprintf(f, " (the layer picks the direct decode path)");
+    else if (r.heuristic_splits > 1) std::fprintf(f, " (the layer picks %d, down K in %d splits)", r.heuristic_bm, r.heuristic_splits);
     else std::fprintf(f, " (the layer picks %d)", r.heuristic_bm);
-    auto config_name = [](int bm, int splits) {
-      std::string n = bm == kDirectBlockM ? std::string("the direct decode path") : "bm" + std::to_string(bm);
+    auto config_name = [&r](int bm, int splits) {
+      if (bm == kOwnPlanBlockM)
+        return r.heuristic_direct ? std::string("the direct decode path")
+                                  : "the pass with nothing forced (bm" + std::to_string(r.heuristic_bm) + ")";
+      const std::string n = "bm" + std::to_string(bm);
       return splits > 1 ? n + " with the down K in " + std::to_string(splits) + " splits" : n;
     };
     if (o.time_at == TimeAt::kLayerPick && !r.timed_at_pick)
       std::fprintf(f, "; the pick was not swept, so what follows is timed at the fastest, %s",
                    config_name(r.block_m, r.down_k_splits).c_str());
-    else if (r.fastest_bm != r.block_m || r.fastest_splits != r.down_k_splits)
+    else if (r.fastest_us < r.layer_us)
       std::fprintf(f, "; timed at the pick, %s; the sweep's fastest is %s, %.1f us (%+.1f%% against the pick's %.1f)",
                    config_name(r.block_m, r.down_k_splits).c_str(), config_name(r.fastest_bm, r.fastest_splits).c_str(),
                    r.fastest_us, 100.0 * (r.fastest_us / r.layer_us - 1.0), r.layer_us);
@@ -530,9 +545,12 @@ void print_moe_bench(const MoeBenchOptions& o, const MoeBenchDevice& dev, const 
                    r.layer_graph_set_mean_us, r.layer_graph_set_min_us, r.layer_graph_set_max_us);
     if (r.layer_main_us > 0) {
       auto rel = [&](double us) { return 100.0 * (us / r.layer_main_us - 1.0); };
+      const std::string at = r.block_m == kOwnPlanBlockM && !r.heuristic_direct
+                                 ? config_name(r.block_m, 0) + ", each variant at its own plan"
+                                 : config_name(r.block_m, r.down_k_splits);
       std::fprintf(f, "; at %s, medians of 3 rounds each timing the layer (%.1f us) and then every variant: same options "
                       "on a second copy of the weights %.1f us (%+.1f%%), without programmatic launch %.1f us (%+.1f%%)",
-                   r.block_m == kDirectBlockM ? "the direct decode path" : ("bm" + std::to_string(r.block_m)).c_str(), r.layer_main_us, r.layer_twin_us, rel(r.layer_twin_us), r.layer_plain_us,
+                   at.c_str(), r.layer_main_us, r.layer_twin_us, rel(r.layer_twin_us), r.layer_plain_us,
                    rel(r.layer_plain_us));
       if (r.layer_atomic_us > 0)
         std::fprintf(f, ", atomic finalize %.1f us (%+.1f%%)", r.layer_atomic_us, rel(r.layer_atomic_us));
@@ -566,8 +584,9 @@ void print_moe_bench(const MoeBenchOptions& o, const MoeBenchDevice& dev, const 
                finalize_mode_name(o.finalize), o.routing.c_str(), o.min_iters);
   std::fprintf(f, "bytes = active experts' NVFP4 weights incl. scales (0.5625 B/weight); floor = bytes / measured read BW\n");
   std::fprintf(f, "%s\n\n", o.time_at == TimeAt::kLayerPick
-                                ? "bm = the layer's own pick, at which every column is timed (the per-T notes give the sweep's fastest where it differs)"
-                                : "bm = the sweep's fastest config, at which every column is timed");
+                                ? "bm = the block_m of the config fp4moe's columns are timed at: the layer's own pick where the sweep has it (the\n"
+                                  "per-T notes say where not, and name the sweep's fastest where it differs)"
+                                : "bm = the block_m of the config fp4moe's columns are timed at: the sweep's fastest");
   std::fprintf(f, "%6s %6s %4s %8s %7s %8s %8s %8s %8s %8s %6s %6s %7s %9s %7s %9s %7s %9s %7s %6s %7s\n", "T", "active", "bm",
                "MB", "route", "gate_up", "down", "layer", "graph", "floor", "GB/s", "%BW", "TFLOP/s", "cuBLAS gu", "gu x",
                "cuBLAS", "layer x", "tok/s*", "FLOP/B", "%peak", "bound");
@@ -577,7 +596,7 @@ void print_moe_bench(const MoeBenchOptions& o, const MoeBenchDevice& dev, const 
   for (const auto& r : rows)
     std::fprintf(f, "%6lld %6d %4s %8.1f %7.1f %8.1f %8.1f %8.1f %8.1f %8.1f %6.0f %5.1f%% %7.1f %9.1f %6.2fx %9.1f %6.2fx %9.0f %7.1f %5.1f%% %7s\n",
                  static_cast<long long>(r.T), static_cast<int>(r.active + 0.5),
-                 r.block_m == kDirectBlockM ? "dir" : std::to_string(r.block_m).c_str(), r.weight_bytes / 1e6,
+                 r.timed_direct() ? "dir" : std::to_string(r.timed_plan_bm).c_str(), r.weight_bytes / 1e6,
                  r.route_us, r.gate_up_us, r.down_us, r.layer_us, r.layer_graph_us, r.floor_us, r.gbs, r.pct_bw, r.tflops,
                  r.cublas_gate_up_us, r.cublas_gate_up_us > 0 ? r.cublas_gate_up_us / r.gate_up_us : 0.0, r.cublas_us,
                  r.cublas_us > 0 ? r.cublas_us / r.layer_us : 0.0, r.tokens_per_s, r.flop_per_byte,
@@ -605,9 +624,12 @@ std::string moe_bench_json(const MoeBenchOptions& o, const MoeBenchDevice& dev, 
   for (const auto& r : rows) {
     nlohmann::json by = nlohmann::json::object();
     for (const auto& [bm, us] : r.layer_us_by_bm()) by[std::to_string(bm)] = us;
-    arr.push_back({{"tokens", r.T}, {"active_experts", r.active}, {"block_m", r.block_m}, {"heuristic_block_m", r.heuristic_bm},
-                   {"direct_decode", r.block_m == kDirectBlockM}, {"heuristic_direct_decode", r.heuristic_direct},
-                   {"timed_at", r.timed_at_pick ? "pick" : "fastest"}, {"fastest_block_m", r.fastest_bm},
+    arr.push_back({{"tokens", r.T}, {"active_experts", r.active}, {"block_m", r.timed_direct() ? 0 : r.timed_plan_bm}, {"heuristic_block_m", r.heuristic_bm},
+                   {"direct_decode", r.timed_direct()}, {"timed_plan_block_m", r.timed_plan_bm},
+                   {"timed_nothing_forced", r.block_m == kOwnPlanBlockM}, {"heuristic_direct_decode", r.heuristic_direct},
+                   {"timed_at", r.timed_at_pick ? "pick" : "fastest"},
+                   {"time_at_requested", o.time_at == TimeAt::kLayerPick ? "pick" : "fastest"}, {"fastest_block_m", r.plan_block_m(r.fastest_bm)},
+                   {"fastest_nothing_forced", r.fastest_bm == kOwnPlanBlockM},
                    {"fastest_down_k_splits", r.fastest_splits}, {"fastest_layer_us", r.fastest_us},
                    {"layer_tiled_us", r.layer_tiled_us},
                    {"layer_us_by_block_m", by}, {"route_us", r.route_us}, {"gate_up_us", r.gate_up_us},
@@ -638,15 +660,18 @@ std::string moe_bench_csv(const MoeBenchDevice& dev, const std::vector<MoeBenchR
   std::ostringstream s;
   s << "tokens,active_experts,block_m,direct_decode,route_us,gate_up_us,down_us,layer_us,floor_us,gbs,pct_read_bw,tflops,"
        "cublas_gate_up_us,cublas_us,projected_tokens_per_s,layer_plain_launch_us,layer_atomic_finalize_us,"
-       "down_k_splits,flop_per_byte,pct_compute_roof,bound\n";
+       "down_k_splits,flop_per_byte,pct_compute_roof,bound,timed_at,fastest_block_m,fastest_layer_us\n";
   const double ridge = dev.read_gbs > 0 ? dev.cublas_tflops * 1e3 / dev.read_gbs : 0;
   for (const auto& r : rows)
-    s << r.T << ',' << r.active << ',' << r.block_m << ',' << (r.block_m == kDirectBlockM ? 1 : 0) << ',' << r.route_us << ',' << r.gate_up_us << ',' << r.down_us << ','
+    s << r.T << ',' << r.active << ',' << (r.timed_direct() ? 0 : r.timed_plan_bm) << ',' << (r.timed_direct() ? 1 : 0) << ',' << r.route_us << ',' << r.gate_up_us << ',' << r.down_us << ','
       << r.layer_us << ',' << r.floor_us << ',' << r.gbs << ',' << r.pct_bw << ',' << r.tflops << ','
       << r.cublas_gate_up_us << ',' << r.cublas_us << ',' << r.tokens_per_s << ',' << r.layer_plain_us << ','
       << r.layer_atomic_us << ',' << r.down_k_splits << ',' << r.flop_per_byte << ','
       << (dev.cublas_tflops > 0 ? 100.0 * r.tflops / dev.cublas_tflops : 0.0) << ','
-      << (ridge <= 0 || dev.cublas_tflops <= 0 ? "unknown" : r.flop_per_byte < ridge ? "memory" : "compute") << '\n';
+      << (ridge <= 0 || dev.cublas_tflops <= 0 ? "unknown" : r.flop_per_byte < ridge ? "memory" : "compute") << ','
+      << (r.timed_at_pick ? "pick" : "fastest") << ','
+      << r.plan_block_m(r.fastest_bm) << ','
+      << r.fastest_us << '\n';
   return s.str();
 }
 

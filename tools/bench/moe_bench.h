@@ -46,22 +46,28 @@ struct MoeBenchOptions {
   std::function<void(size_t, size_t, int64_t)> progress;
 };
 
-
 struct MoeBenchRow {
   int64_t T = 0;
   double active = 0;        // this shard's experts with a token (mean over the routing sets)
   double local_pairs = 0;   // (token, expert) pairs on this shard's experts (all pairs without expert parallelism)
   int max_per_expert = 0;
   int heuristic_splits = 1;          // the down K splits the layer picks by itself for T
-  int block_m = 0, heuristic_bm = 0;  // the timed config (MoeBenchOptions::time_at), and what the layer picks by
-                                      // itself (its tuning cache, else the heuristic; the tuner's layer reads no
-                                      // cache); block_m kDirectBlockM: the direct decode path
+  int block_m = 0, heuristic_bm = 0;  // the timed config's sweep key (MoeBenchOptions::time_at), and the block_m the
+                                      // layer picks by itself (its tuning cache, else the heuristic; the tuner's
+                                      // layer reads no cache); block_m kOwnPlanBlockM: the pass with nothing forced
+  int timed_plan_bm = 0;              // the block_m the timed config's plan runs (kDirectChunkRows on the direct path)
   bool heuristic_direct = false;      // the layer's own plan for T is the direct decode path
-  // The sweep's fastest config and its time (block_m kDirectBlockM: the direct decode path), whichever is timed.
+  // The sweep's fastest config and its time (block_m kOwnPlanBlockM: the pass with nothing forced), whichever is timed.
   int fastest_bm = 0, fastest_splits = 0;
   double fastest_us = 0;
-  bool timed_at_pick = false;  // block_m is the layer's own pick (false: the fastest, asked for or the pick not swept)
-  // (block_m, down K splits; 0 = the layer's choice); block_m kDirectBlockM: the direct decode path
+  bool timed_at_pick = false;  // the timed config runs the layer's own plan (false: the fastest, asked for or the
+                               // pick not swept)
+  // The timed config is the direct decode path (the unforced pass, where the layer's own plan takes that path).
+  bool timed_direct() const { return block_m == kOwnPlanBlockM && heuristic_direct; }
+  // The block_m a sweep key's plan runs, as the JSON and CSV give it (0: the direct decode path).
+  int plan_block_m(int key) const { return key != kOwnPlanBlockM ? key : heuristic_direct ? 0 : heuristic_bm; }
+  // (block_m, down K splits; 0 = the layer's choice); block_m kOwnPlanBlockM: the pass with nothing forced (the
+  // direct decode path where the layer takes it; swept where no forced entry runs the layer's own plan)
   SweepTimes layer_us_by_config;
   // Per block_m, the best over the timed split counts.
   std::map<int, double> layer_us_by_bm() const {

@@ -17,6 +17,7 @@ if grep -q H200 $L/smi.txt; then
     for s in "tp8 --tp 8" "ep8 --ep 8" "full"; do
       set -- $s; n=$1; shift
       for b in sm90 b; do
+        [ $SECONDS -gt 300 ] && { echo "skipped $b $n r$r: past 300 s"; continue; }
         a=""; [ $b = sm90 ] && a="--time-at fastest"  # (84b8f91 times there, and has no flag)
         timeout 80 build-$b/fp4moe bench "$@" $a --tokens 256 512 1024 --iters 20 > $L/dec-$b-$n-r$r.log 2>&1
         echo "$b $n r$r rc $? $(grep -o 'T=[0-9]*: max tokens\|layer us by block_m: [^(]*\|timing the layer ([0-9.]* us)\|[0-9.]* us per pass' $L/dec-$b-$n-r$r.log | sed 's/: max tokens//; s/layer us by block_m: //; s/timing the layer (\([0-9.]*\) us)/med \1 |/; s/ us per pass/ chain/' | tr '\n' ' ')"
@@ -28,7 +29,8 @@ T="1 2 3 4 5 6 8 16 32 64 128 256 512 1024 2048 4096 8192 16384"
 for s in "tp8 --tp 8" "ep8 --ep 8" "full"; do
   set -- $s; n=$1; shift
   tt="$T"; [ $n = full ] && tt="1 8 64 256 512 1024 2048 4096 8192 16384"
-  /usr/bin/time -f "%e s" timeout 200 build-sm90/fp4moe bench "$@" --tokens $tt --json $L/bench-$n.json > $L/bench-$n.log 2>&1
+  left=$((560 - SECONDS)); [ $left -lt 30 ] && { echo "skipped $n: $SECONDS s gone"; continue; }
+  /usr/bin/time -f "%e s" timeout $((left < 200 ? left : 200)) build-sm90/fp4moe bench "$@" --tokens $tt --json $L/bench-$n.json > $L/bench-$n.log 2>&1
   echo "$n rc $? $(tail -1 $L/bench-$n.log) $(scripts/bench-summary $L/bench-$n.log)"
   grep -o 'T=[0-9]*: max tokens[^;]*;[^;]*;\|the sweep.s fastest is [^)]*)\|pick was not swept[^;]*' $L/bench-$n.log | tr '\n' ' ' | cut -c1-1500; echo
 done
