@@ -289,7 +289,8 @@ void add_bench_and_tune(CLI::App& app, int* rc) {
   bench->add_flag("--no-warp-specialized", b->no_warp_specialized,
                   "sm_90: time the multistage kernels for block_m 16, 32 and 64 instead of the warp-specialized ones");
   bench->add_option("--down-k-splits", b->down_k_splits,
-                    "also time these down-GEMM K split counts per block_m, e.g. 1 2 4 (default: the layer's choice)")
+                    "time these down-GEMM K split counts per block_m instead of the layer's choice, e.g. 1 2 4 (without --block-m "
+                    "the layer's own plan is timed too where none of them is it)")
       ->check(CLI::IsMember({1, 2, 4, 8}));
   bench->add_option("--time-at", b->time_at,
                     "after the block_m sweep, time the table, the CUDA graphs and the per-T variants at the layer's own "

@@ -227,6 +227,7 @@ struct MoeRunPlan {
   int direct_down_blocks = 0;
   int64_t direct_down_smem_bytes = 0;
   std::string source;          // where block_m and the splits came from: caller, options, tuning cache, heuristic
+  // Prints every field that changes what runs (the bench compares plans by it, tools/bench/timed_config.h).
   std::string to_string() const;
 };
 

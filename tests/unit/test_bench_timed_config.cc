@@ -93,6 +93,57 @@ TEST(BenchTimedConfig, OwnPlanKeysOnThePlannerWithAndWithoutATuningCache) {
   EXPECT_EQ(keys[1], SweepKey(kOwnPlanBlockM, 0));
 }
 
+// The TP8 shard at T=4 on an H200: the layer's own plan runs down and the finalize as one kernel, which a forced split
+// count turns off, so only the forced block_m with the splits left to the layer and the unforced pass run it.
+TEST(BenchTimedConfig, OwnPlanKeysOfADirectDownPlanOnThePlanner) {
+  const MoeShape shape{256, 6144, 256, 8};
+  const MoeLayerOptions options;
+  std::vector<detail::ResidentConfig> configs;
+  for (size_t i = 0; i < catalogue::kNumTiles; ++i)
+    if (catalogue::tile_on(i, 90)) {
+      const catalogue::ShippedConfig c = catalogue::config_on(i, 90);
+      configs.push_back(detail::ResidentConfig{c, c.blocks_per_sm * 132, 0});
+    }
+  const std::map<int64_t, TunedChoice> tuned;
+  const detail::PlanContext ctx{&shape, &options, 90, &configs, &tuned, 132, DirectKernelRegs{}};
+  auto plan_at = [&](int bm, int sp) {
+    MoeRunPlan p;
+    EXPECT_TRUE(detail::make_run_plan(ctx, 4, bm, sp, &p, nullptr).is_ok());
+    return p;
+  };
+  const MoeRunPlan own = plan_at(0, 0);
+  ASSERT_TRUE(own.direct_down) << own.to_string();
+  EXPECT_FALSE(plan_at(own.block_m, 1).direct_down);
+  const auto keys = own_plan_keys(own, plan_at);
+  ASSERT_EQ(keys.size(), 2u);
+  EXPECT_EQ(keys[0], SweepKey(own.block_m, 0));
+  EXPECT_EQ(keys[1], SweepKey(kOwnPlanBlockM, 0));
+}
+
+TEST(BenchTimedConfig, SweepKeysAddTheUnforcedPassWhereNoForcedEntryRunsThePick) {
+  const std::vector<int> bms = {8, 16, 32};
+  const std::vector<SweepKey> pick = {{16, 0}, {16, 1}, {kOwnPlanBlockM, 0}};
+  // The default sweep (splits left to the layer) has the pick: no extra pass.
+  auto k = sweep_keys(bms, {0}, pick, false, false);
+  ASSERT_EQ(k.size(), 3u);
+  EXPECT_EQ(k.front(), SweepKey(8, 0));
+  // A forced split list with the pick's count: the same.
+  k = sweep_keys(bms, {1, 2, 4}, pick, false, false);
+  ASSERT_EQ(k.size(), 9u);
+  EXPECT_EQ(k.front(), SweepKey(8, 1));
+  // One without it (a cache's 2 splits, say, whose forced entry is not the pick; or a direct down): the unforced pass
+  // first, timed with its splits left to the layer.
+  k = sweep_keys(bms, {2, 4}, pick, false, false);
+  ASSERT_EQ(k.size(), 7u);
+  EXPECT_EQ(k.front(), SweepKey(kOwnPlanBlockM, 0));
+  // The direct decode path: always the unforced pass, but never where block_ms were asked for.
+  k = sweep_keys(bms, {0}, {{kOwnPlanBlockM, 0}}, true, false);
+  EXPECT_EQ(k.front(), SweepKey(kOwnPlanBlockM, 0));
+  EXPECT_EQ(k.size(), 4u);
+  EXPECT_EQ(sweep_keys(bms, {0}, {{kOwnPlanBlockM, 0}}, true, true).size(), 3u);
+  EXPECT_EQ(sweep_keys({64}, {0}, pick, false, true).size(), 1u);
+}
+
 TEST(BenchTimedConfig, PickIsTimedWhereSweptAndNotFastest) {
   const TimedConfig t = timed_config(kSweep, TimeAt::kLayerPick, {{32, 0}, {32, 1}, {kOwnPlanBlockM, 0}});
   EXPECT_EQ(t.block_m, 32);

@@ -173,6 +173,7 @@ Status run_moe_bench(const MoeBenchOptions& o, MoeBenchDevice* dev, std::vector<
         any_direct = any_direct || own.direct_decode || own.direct_down;
         for (int bm : o.block_ms.empty() ? shipped_block_ms() : o.block_ms) {
           const MoeRunPlan p = plan_of(layer, T, bm);
+          any_direct = any_direct || p.direct_down;  // (a forced block_m's plan can take it where the own plan does not)
           any_plain_finalize = any_plain_finalize || (p.programmatic_launch && !p.programmatic_finalize);
         }
       }
@@ -285,26 +286,17 @@ Status run_moe_bench(const MoeBenchOptions& o, MoeBenchDevice* dev, std::vector<
     // The sweep entries that run the layer's own plan (a forced block_m reads no tuning cache, so it is not always it).
     const std::vector<SweepKey> pick_keys =
         own_plan_keys(own, [&](int bm, int sp) { return plan_of(layer, T, bm, sp); });
-    // A forward pass with nothing forced, timed as one more config where no block_m was asked for and the layer's own
-    // plan is the direct decode path or no forced entry of the sweep runs it (a tuning cache's split count, say).
-    std::vector<int> sweep = block_ms;
-    const bool forced_pick_swept = std::any_of(pick_keys.begin(), pick_keys.end(), [&](const SweepKey& k) {
-      return k.first != kOwnPlanBlockM && std::count(block_ms.begin(), block_ms.end(), k.first) > 0 &&
-             std::count(split_list.begin(), split_list.end(), k.second) > 0;
-    });
-    if (o.block_ms.empty() && (own.direct_decode || !forced_pick_swept)) sweep.insert(sweep.begin(), kOwnPlanBlockM);
-    for (int bm : sweep) {
-      for (int sp : split_list) {
-        if (bm == kOwnPlanBlockM && sp != 0) continue;  // (nothing forced: the splits too are the layer's)
-        bm_override = bm;
-        splits_override = sp;
-        // A split count that this block_m's down tile does not divide (a TP shard's single K tile of 256): not a
-        // config of this shape, skipped (the layer would reject it just the same).
-        if (MoeRunPlan probe; sp > 1 && !layer.plan(args(0), &probe).is_ok()) continue;
-        const double us = phase(testing::kPhaseAll, layer).median_us;
-        FP4MOE_RETURN_IF_ERROR(failed);
-        r.layer_us_by_config[{bm, sp}] = us;
-      }
+    // (with a pass with nothing forced where no forced entry runs the layer's own plan: a tuning cache's split count,
+    // a forced split list, the direct decode path)
+    for (const auto& [bm, sp] : sweep_keys(block_ms, split_list, pick_keys, own.direct_decode, !o.block_ms.empty())) {
+      bm_override = bm;
+      splits_override = sp;
+      // A split count that this block_m's down tile does not divide (a TP shard's single K tile of 256): not a
+      // config of this shape, skipped (the layer would reject it just the same).
+      if (MoeRunPlan probe; sp > 1 && !layer.plan(args(0), &probe).is_ok()) continue;
+      const double us = phase(testing::kPhaseAll, layer).median_us;
+      FP4MOE_RETURN_IF_ERROR(failed);
+      r.layer_us_by_config[{bm, sp}] = us;
     }
     if (r.layer_us_by_config.empty())
       return invalid_argument("T=" + std::to_string(T) + ": no timed block_m takes the requested down K splits (" +
@@ -323,6 +315,7 @@ Status run_moe_bench(const MoeBenchOptions& o, MoeBenchDevice* dev, std::vector<
     splits_override = r.down_k_splits;
     const MoeRunPlan main_plan = plan_of(layer, T, r.block_m, r.down_k_splits);
     r.timed_plan_bm = main_plan.block_m;
+    r.timed_plan_splits = main_plan.down_k_splits;
     const bool direct = main_plan.direct_decode;
     if (o.phases) {
       // (the direct decode path routes inside its kernels: no routing phase of its own)
@@ -346,7 +339,8 @@ Status run_moe_bench(const MoeBenchOptions& o, MoeBenchDevice* dev, std::vector<
         variants.push_back({&layer_tiled, &r.layer_tiled_us});
       } else {
         // (down and the finalize as one kernel: against the tiled down kernel and the finalize kernel)
-        if (main_plan.direct_down) variants.push_back({&layer_tiled, &r.layer_tiled_us});
+        if (main_plan.direct_down && plan_of(layer_tiled, T, r.block_m, r.down_k_splits).num_tokens == T)
+          variants.push_back({&layer_tiled, &r.layer_tiled_us});
         // (none where the other family has no tile of this block_m: the 128-token tile is warp-specialized only)
         const MoeRunPlan other = plan_of(layer_other_ws, T, r.block_m, r.down_k_splits);
         if (other.block_m == main_plan.block_m && main_plan.gate_up.family != other.gate_up.family)
@@ -526,7 +520,8 @@ void print_moe_bench(const MoeBenchOptions& o, const MoeBenchDevice& dev, const 
     auto config_name = [&r](int bm, int splits) {
       if (bm == kOwnPlanBlockM)
         return r.heuristic_direct ? std::string("the direct decode path")
-                                  : "the pass with nothing forced (bm" + std::to_string(r.heuristic_bm) + ")";
+                                  : "the pass with nothing forced (bm" + std::to_string(r.heuristic_bm) +
+                                        (r.heuristic_splits > 1 ? ", down K in " + std::to_string(r.heuristic_splits) + " splits)" : ")");
       const std::string n = "bm" + std::to_string(bm);
       return splits > 1 ? n + " with the down K in " + std::to_string(splits) + " splits" : n;
     };
@@ -626,7 +621,8 @@ std::string moe_bench_json(const MoeBenchOptions& o, const MoeBenchDevice& dev, 
     for (const auto& [bm, us] : r.layer_us_by_bm()) by[std::to_string(bm)] = us;
     arr.push_back({{"tokens", r.T}, {"active_experts", r.active}, {"block_m", r.timed_direct() ? 0 : r.timed_plan_bm}, {"heuristic_block_m", r.heuristic_bm},
                    {"direct_decode", r.timed_direct()}, {"timed_plan_block_m", r.timed_plan_bm},
-                   {"timed_nothing_forced", r.block_m == kOwnPlanBlockM}, {"heuristic_direct_decode", r.heuristic_direct},
+                   {"timed_nothing_forced", r.block_m == kOwnPlanBlockM},
+                   {"timed_plan_down_k_splits", r.timed_plan_splits}, {"heuristic_down_k_splits", r.heuristic_splits}, {"heuristic_direct_decode", r.heuristic_direct},
                    {"timed_at", r.timed_at_pick ? "pick" : "fastest"},
                    {"time_at_requested", o.time_at == TimeAt::kLayerPick ? "pick" : "fastest"}, {"fastest_block_m", r.plan_block_m(r.fastest_bm)},
                    {"fastest_nothing_forced", r.fastest_bm == kOwnPlanBlockM},

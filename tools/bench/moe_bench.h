@@ -56,6 +56,7 @@ struct MoeBenchRow {
                                       // layer picks by itself (its tuning cache, else the heuristic; the tuner's
                                       // layer reads no cache); block_m kOwnPlanBlockM: the pass with nothing forced
   int timed_plan_bm = 0;              // the block_m the timed config's plan runs (kDirectChunkRows on the direct path)
+  int timed_plan_splits = 0;          // and its down K splits
   bool heuristic_direct = false;      // the layer's own plan for T is the direct decode path
   // The sweep's fastest config and its time (block_m kOwnPlanBlockM: the pass with nothing forced), whichever is timed.
   int fastest_bm = 0, fastest_splits = 0;

@@ -49,6 +49,22 @@ std::vector<SweepKey> own_plan_keys(const MoeRunPlan& own, PlanAt&& plan_at) {
   return keys;
 }
 
+// The entries a sweep times, in order: the pass with nothing forced first where no block_m was asked for
+// (`block_ms_asked` false) and the layer's own plan is the direct decode path or none of the forced `pick_keys`
+// (own_plan_keys) is among the entries; then every block_m of `block_ms` at every count of `split_list` (0: the
+// layer's choice). The caller skips a forced split count that a block_m's down tile does not divide.
+inline std::vector<SweepKey> sweep_keys(const std::vector<int>& block_ms, const std::vector<int>& split_list,
+                                        const std::vector<SweepKey>& pick_keys, bool own_direct, bool block_ms_asked) {
+  std::vector<SweepKey> keys;
+  for (int bm : block_ms)
+    for (int sp : split_list) keys.push_back({bm, sp});
+  bool forced_pick_swept = false;
+  for (const SweepKey& k : pick_keys)
+    for (const SweepKey& e : keys) forced_pick_swept = forced_pick_swept || (k.first != kOwnPlanBlockM && k == e);
+  if (!block_ms_asked && (own_direct || !forced_pick_swept)) keys.insert(keys.begin(), {kOwnPlanBlockM, 0});
+  return keys;
+}
+
 // The sweep's fastest entry (the first of equal times in key order); a default TimedConfig for an empty sweep.
 inline TimedConfig fastest_config(const SweepTimes& sweep) {
   TimedConfig best;
