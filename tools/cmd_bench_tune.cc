@@ -6,6 +6,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <iterator>
 #include <string>
 #include <vector>
 
@@ -19,6 +20,7 @@
 #include "commands.h"
 #include "live_device.h"
 #include "roofline_plot.h"
+#include "bench/timed_config.h"  // (host only: the --time-at names)
 #if FP4MOE_HAVE_CUDA
 #include "bench/moe_bench.h"
 #endif
@@ -48,7 +50,7 @@ struct BenchOpts {
   bool graph = true;                 // also time CUDA-graph replay
   int kernel_arch = 0;               // MoeLayerOptions::kernel_arch
   std::vector<int> down_k_splits;  // empty: the layer's choice
-  std::string time_at = "pick";      // bench::MoeBenchOptions::time_at: "pick" or "fastest"
+  std::string time_at = bench::time_at_name(bench::TimeAt::kLayerPick);  // bench::MoeBenchOptions::time_at, by name
   std::string* json_text = nullptr;  // also hand the JSON to the caller (report)
 };
 
@@ -124,7 +126,7 @@ int run_bench(const BenchOpts& o) {
   finalize_mode_from_name(o.finalize, &b.finalize);  // (CLI11 checked the name)
   if (!o.block_ms.empty()) b.block_ms = o.block_ms;
   b.down_k_splits = o.down_k_splits;
-  b.time_at = o.time_at == "fastest" ? bench::TimeAt::kFastest : bench::TimeAt::kLayerPick;
+  b.time_at = o.time_at == bench::time_at_name(bench::TimeAt::kFastest) ? bench::TimeAt::kFastest : bench::TimeAt::kLayerPick;
   bench::MoeBenchDevice dev;
   std::vector<bench::MoeBenchRow> rows;
   if (const Status s = bench::run_moe_bench(b, &dev, &rows); !s.is_ok()) {
@@ -295,7 +297,7 @@ void add_bench_and_tune(CLI::App& app, int* rc) {
   bench->add_option("--time-at", b->time_at,
                     "after the block_m sweep, time the table, the CUDA graphs and the per-T variants at the layer's own "
                     "pick (what a forward pass with nothing forced runs) or at the sweep's fastest config (tune's criterion)")
-      ->check(CLI::IsMember({"pick", "fastest"}))
+      ->check(CLI::IsMember(std::vector<std::string>(std::begin(bench::kTimeAtNames), std::end(bench::kTimeAtNames))))
       ->capture_default_str();
   bench->add_option("--iters", b->iters, "timed runs per measurement (median)")->check(CLI::Range(5, 1000))->capture_default_str();
   bench->add_option("--json", b->json, "write the results as JSON");

@@ -50,10 +50,10 @@ inline constexpr BlockMThresholds kThresholdsMultistage16{15.0, 20.0, 40.0};
 inline constexpr double kPrefillChunkCost = 1.68, kPrefillHalfChunkCost = 1.25, kPrefillMargin = 0.97;
 constexpr double prefill_chunk128_cost(int rows) {
   const int n = moe_gemm_ws_item_tokens(rows, 128);
-  return n <= 64    ? kPrefillHalfChunkCost
-         : n >= 128 ? kPrefillChunkCost
-                    : kPrefillHalfChunkCost + (kPrefillChunkCost - kPrefillHalfChunkCost) * (n - 64) / 64.0;
+  return n <= 64 ? kPrefillHalfChunkCost
+                 : kPrefillHalfChunkCost + (kPrefillChunkCost - kPrefillHalfChunkCost) * (n - 64) / 64.0;
 }
+static_assert(prefill_chunk128_cost(128) == kPrefillChunkCost, "a full chunk costs kPrefillChunkCost exactly");
 // The expected per-expert chunk costs of the 64- and 128-token tiles at `mean` tokens per expert (a normal with
 // variance `mean`, as Poisson loads), in the units above.
 struct PrefillChunkCosts {

@@ -314,7 +314,6 @@ Status run_moe_bench(const MoeBenchOptions& o, MoeBenchDevice* dev, std::vector<
     bm_override = r.block_m;  // the phases and variants below at the timed config
     splits_override = r.down_k_splits;
     const MoeRunPlan main_plan = plan_of(layer, T, r.block_m, r.down_k_splits);
-    r.timed_plan_bm = main_plan.block_m;
     r.timed_plan_splits = main_plan.down_k_splits;
     const bool direct = main_plan.direct_decode;
     if (o.phases) {
@@ -591,7 +590,7 @@ void print_moe_bench(const MoeBenchOptions& o, const MoeBenchDevice& dev, const 
   for (const auto& r : rows)
     std::fprintf(f, "%6lld %6d %4s %8.1f %7.1f %8.1f %8.1f %8.1f %8.1f %8.1f %6.0f %5.1f%% %7.1f %9.1f %6.2fx %9.1f %6.2fx %9.0f %7.1f %5.1f%% %7s\n",
                  static_cast<long long>(r.T), static_cast<int>(r.active + 0.5),
-                 r.timed_direct() ? "dir" : std::to_string(r.timed_plan_bm).c_str(), r.weight_bytes / 1e6,
+                 r.timed_direct() ? "dir" : std::to_string(r.plan_block_m(r.block_m)).c_str(), r.weight_bytes / 1e6,
                  r.route_us, r.gate_up_us, r.down_us, r.layer_us, r.layer_graph_us, r.floor_us, r.gbs, r.pct_bw, r.tflops,
                  r.cublas_gate_up_us, r.cublas_gate_up_us > 0 ? r.cublas_gate_up_us / r.gate_up_us : 0.0, r.cublas_us,
                  r.cublas_us > 0 ? r.cublas_us / r.layer_us : 0.0, r.tokens_per_s, r.flop_per_byte,
@@ -619,12 +618,12 @@ std::string moe_bench_json(const MoeBenchOptions& o, const MoeBenchDevice& dev, 
   for (const auto& r : rows) {
     nlohmann::json by = nlohmann::json::object();
     for (const auto& [bm, us] : r.layer_us_by_bm()) by[std::to_string(bm)] = us;
-    arr.push_back({{"tokens", r.T}, {"active_experts", r.active}, {"block_m", r.timed_direct() ? 0 : r.timed_plan_bm}, {"heuristic_block_m", r.heuristic_bm},
-                   {"direct_decode", r.timed_direct()}, {"timed_plan_block_m", r.timed_plan_bm},
+    arr.push_back({{"tokens", r.T}, {"active_experts", r.active}, {"block_m", r.plan_block_m(r.block_m)}, {"heuristic_block_m", r.heuristic_bm},
+                   {"direct_decode", r.timed_direct()},
                    {"timed_nothing_forced", r.block_m == kOwnPlanBlockM},
                    {"timed_plan_down_k_splits", r.timed_plan_splits}, {"heuristic_down_k_splits", r.heuristic_splits}, {"heuristic_direct_decode", r.heuristic_direct},
-                   {"timed_at", r.timed_at_pick ? "pick" : "fastest"},
-                   {"time_at_requested", o.time_at == TimeAt::kLayerPick ? "pick" : "fastest"}, {"fastest_block_m", r.plan_block_m(r.fastest_bm)},
+                   {"timed_at", time_at_name(r.timed_at_pick ? TimeAt::kLayerPick : TimeAt::kFastest)},
+                   {"time_at_requested", time_at_name(o.time_at)}, {"fastest_block_m", r.plan_block_m(r.fastest_bm)},
                    {"fastest_nothing_forced", r.fastest_bm == kOwnPlanBlockM},
                    {"fastest_down_k_splits", r.fastest_splits}, {"fastest_layer_us", r.fastest_us},
                    {"layer_tiled_us", r.layer_tiled_us},
@@ -659,13 +658,13 @@ std::string moe_bench_csv(const MoeBenchDevice& dev, const std::vector<MoeBenchR
        "down_k_splits,flop_per_byte,pct_compute_roof,bound,timed_at,fastest_block_m,fastest_layer_us\n";
   const double ridge = dev.read_gbs > 0 ? dev.cublas_tflops * 1e3 / dev.read_gbs : 0;
   for (const auto& r : rows)
-    s << r.T << ',' << r.active << ',' << (r.timed_direct() ? 0 : r.timed_plan_bm) << ',' << (r.timed_direct() ? 1 : 0) << ',' << r.route_us << ',' << r.gate_up_us << ',' << r.down_us << ','
+    s << r.T << ',' << r.active << ',' << r.plan_block_m(r.block_m) << ',' << (r.timed_direct() ? 1 : 0) << ',' << r.route_us << ',' << r.gate_up_us << ',' << r.down_us << ','
       << r.layer_us << ',' << r.floor_us << ',' << r.gbs << ',' << r.pct_bw << ',' << r.tflops << ','
       << r.cublas_gate_up_us << ',' << r.cublas_us << ',' << r.tokens_per_s << ',' << r.layer_plain_us << ','
       << r.layer_atomic_us << ',' << r.down_k_splits << ',' << r.flop_per_byte << ','
       << (dev.cublas_tflops > 0 ? 100.0 * r.tflops / dev.cublas_tflops : 0.0) << ','
       << (ridge <= 0 || dev.cublas_tflops <= 0 ? "unknown" : r.flop_per_byte < ridge ? "memory" : "compute") << ','
-      << (r.timed_at_pick ? "pick" : "fastest") << ','
+      << time_at_name(r.timed_at_pick ? TimeAt::kLayerPick : TimeAt::kFastest) << ','
       << r.plan_block_m(r.fastest_bm) << ','
       << r.fastest_us << '\n';
   return s.str();

@@ -55,8 +55,7 @@ struct MoeBenchRow {
   int block_m = 0, heuristic_bm = 0;  // the timed config's sweep key (MoeBenchOptions::time_at), and the block_m the
                                       // layer picks by itself (its tuning cache, else the heuristic; the tuner's
                                       // layer reads no cache); block_m kOwnPlanBlockM: the pass with nothing forced
-  int timed_plan_bm = 0;              // the block_m the timed config's plan runs (kDirectChunkRows on the direct path)
-  int timed_plan_splits = 0;          // and its down K splits
+  int timed_plan_splits = 0;          // the down K splits the timed config's plan runs
   bool heuristic_direct = false;      // the layer's own plan for T is the direct decode path
   // The sweep's fastest config and its time (block_m kOwnPlanBlockM: the pass with nothing forced), whichever is timed.
   int fastest_bm = 0, fastest_splits = 0;
@@ -65,7 +64,7 @@ struct MoeBenchRow {
                                // pick not swept)
   // The timed config is the direct decode path (the unforced pass, where the layer's own plan takes that path).
   bool timed_direct() const { return block_m == kOwnPlanBlockM && heuristic_direct; }
-  // The block_m a sweep key's plan runs, as the JSON and CSV give it (0: the direct decode path).
+  // The block_m a sweep key's plan runs, as the table, JSON and CSV give it (0: the direct decode path).
   int plan_block_m(int key) const { return key != kOwnPlanBlockM ? key : heuristic_direct ? 0 : heuristic_bm; }
   // (block_m, down K splits; 0 = the layer's choice); block_m kOwnPlanBlockM: the pass with nothing forced (the
   // direct decode path where the layer takes it; swept where no forced entry runs the layer's own plan)

@@ -16,6 +16,8 @@ namespace fp4moe::bench {
 inline constexpr int kOwnPlanBlockM = 0;
 
 enum class TimeAt { kLayerPick, kFastest };
+inline constexpr const char* kTimeAtNames[] = {"pick", "fastest"};  // (`fp4moe bench --time-at`, JSON and CSV)
+inline constexpr const char* time_at_name(TimeAt a) { return kTimeAtNames[a == TimeAt::kLayerPick ? 0 : 1]; }
 
 // A sweep's entry: (block_m or kOwnPlanBlockM, down K splits with 0 = the layer's choice) -> us.
 using SweepKey = std::pair<int, int>;
