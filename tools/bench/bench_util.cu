@@ -1,9 +1,11 @@
 // Benchmark helpers (see bench_util.h).
 // SPDX-License-Identifier: Apache-2.0
 #include <algorithm>
+#include <chrono>
 #include <cstdint>
 
 #include "bench/bench_util.h"
+#include "bench/warm_up.h"
 
 namespace fp4moe::bench {
 
@@ -37,14 +39,17 @@ void print_device_header(const DeviceInfo& d) {
 }
 
 Timing time_events(const std::function<void(int)>& fn, int warmup, int iters, cudaStream_t stream) {
-  for (int i = 0; i < warmup; ++i) fn(i);
-  BENCH_CUDA(cudaStreamSynchronize(stream));
+  const auto start = std::chrono::steady_clock::now();
+  const int warmed = warm_up(
+      fn, [&] { BENCH_CUDA(cudaStreamSynchronize(stream)); },
+      [&] { return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count(); },
+      warmup, kMinWarmUpMs);
   BENCH_CUDA(cudaGetLastError());
   std::vector<cudaEvent_t> ev(2 * static_cast<size_t>(iters));
   for (auto& e : ev) BENCH_CUDA(cudaEventCreate(&e));
   for (int i = 0; i < iters; ++i) {
     BENCH_CUDA(cudaEventRecord(ev[2 * i], stream));
-    fn(warmup + i);
+    fn(warmed + i);
     BENCH_CUDA(cudaEventRecord(ev[2 * i + 1], stream));
   }
   BENCH_CUDA(cudaStreamSynchronize(stream));
@@ -58,6 +63,7 @@ Timing time_events(const std::function<void(int)>& fn, int warmup, int iters, cu
   for (auto& e : ev) BENCH_CUDA(cudaEventDestroy(e));
   Timing t;
   t.iters = iters;
+  t.warmup_calls = warmed;
   t.median_us = median_of(us);
   t.min_us = *std::min_element(us.begin(), us.end());
   t.max_us = *std::max_element(us.begin(), us.end());

@@ -407,7 +407,7 @@ Status run_moe_bench(const MoeBenchOptions& o, MoeBenchDevice* dev, std::vector<
         r.layer_graph_us = tg.median_us;
         std::vector<double> per_set;
         for (int s = 0; s < sets; ++s) {
-          std::vector<double> v;  // (iteration sets + i ran set i % sets)
+          std::vector<double> v;  // (call warmup_calls + i, a multiple of sets plus i, ran set i % sets)
           for (size_t i = static_cast<size_t>(s); i < tg.samples_us.size(); i += static_cast<size_t>(sets))
             v.push_back(tg.samples_us[i]);
           per_set.push_back(median_of(std::move(v)));

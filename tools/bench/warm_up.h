@@ -1,0 +1,33 @@
+// How long a benchmark warms the GPU up before it times: a count of calls and a least busy time (host-only, tested).
+// SPDX-License-Identifier: Apache-2.0
+#pragma once
+
+#include <algorithm>
+
+namespace fp4moe::bench {
+
+// The least time the calls being measured keep the GPU busy before the first timed one. A GPU left idle while the
+// host set a case up (the full layer's random weights take seconds) comes back at lowered clocks for a while; a
+// count of short calls (16 forward passes of 70 us) does not cover that, and the first config timed after such a
+// pause read 12% slow on an H100 (docs/perf/history.md, session 35). 25 ms is what triton's do_bench warms up for.
+inline constexpr double kMinWarmUpMs = 25.0;
+
+// Warms up by calling run(0), run(1), ...: `count` calls, then further batches of `count` (doubling) until
+// elapsed_ms() (the host time since before the first call) reaches min_ms, each checked after wait() (which blocks
+// until the calls so far have finished, so the time counted is time the GPU spent on them). Returns the number of
+// calls made, a multiple of max(count, 1): a caller that rotates `count` buffers by the call index starts its timed
+// calls at buffer 0 again.
+template <class Run, class Wait, class ElapsedMs>
+int warm_up(Run&& run, Wait&& wait, ElapsedMs&& elapsed_ms, int count, double min_ms) {
+  const int unit = std::max(count, 1);
+  int n = 0;
+  for (; n < count; ++n) run(n);
+  wait();
+  for (int batch = unit; elapsed_ms() < min_ms; batch = std::min(2 * batch, unit << 16)) {
+    for (int j = 0; j < batch; ++j) run(n++);
+    wait();
+  }
+  return n;
+}
+
+}  // namespace fp4moe::bench
