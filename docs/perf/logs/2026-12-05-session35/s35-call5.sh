@@ -5,7 +5,7 @@
 # `tune --max-tokens 2`, alternated twice (the second round only if the first took under 150 s); TP8 T=1 2 8
 # with both once (while under 300 s). Here first: FP4MOE_SKIP_WHEEL=1
 # scripts/gpu-build; tar czf .device/wu.tgz build-sm90/fp4moe; .device/c2.tgz holds 140ddd6's
-# CLI), carry [".device/wu.tgz", ".device/c2.tgz"].
+# CLI; carry [".device/wu.tgz", ".device/c2.tgz"].
 set -uo pipefail
 tar xzf .device/wu.tgz
 mkdir -p old && tar xzf .device/c2.tgz -C old
