@@ -38,12 +38,13 @@ void print_device_header(const DeviceInfo& d) {
               d.l2_bytes / 1e6, d.smem_optin, d.driver, d.runtime);
 }
 
-Timing time_events(const std::function<void(int)>& fn, int warmup, int iters, cudaStream_t stream) {
+Timing time_events(const std::function<void(int)>& fn, int warmup, int iters, cudaStream_t stream,
+                   double min_warmup_ms) {
   const auto start = std::chrono::steady_clock::now();
   const int warmed = warm_up(
       fn, [&] { BENCH_CUDA(cudaStreamSynchronize(stream)); },
       [&] { return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count(); },
-      warmup, kMinWarmUpMs);
+      warmup, min_warmup_ms);
   BENCH_CUDA(cudaGetLastError());
   std::vector<cudaEvent_t> ev(2 * static_cast<size_t>(iters));
   for (auto& e : ev) BENCH_CUDA(cudaEventCreate(&e));

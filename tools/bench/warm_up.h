@@ -6,10 +6,13 @@
 
 namespace fp4moe::bench {
 
-// The least time the calls being measured keep the GPU busy before the first timed one. A GPU left idle while the
-// host set a case up (the full layer's random weights take seconds) comes back at lowered clocks for a while; a
-// count of short calls (16 forward passes of 70 us) does not cover that, and the first config timed after such a
-// pause read 12% slow on an H100 (docs/perf/history.md, session 35). 25 ms is what triton's do_bench warms up for.
+// The least time the calls being measured keep the GPU busy before the first config of each T that `fp4moe bench`
+// and `fp4moe tune` time. After the host has set a case up, with the GPU idle, a count of short calls (16 forward
+// passes of 70 us) did not cover the first config: the tuner read the full layer's T=1 heuristic 12% slow on an H100
+// and cached another tile for it (docs/perf/history.md, session 35). 25 ms is what triton's do_bench warms up for.
+// Once per T, not per timing: the tuner's time budget would pay it for every config, and the graph of back-to-back
+// passes warmed that long runs into the power cap (the full layer's T=8 chain 2.6% slower on that H100), a sustained
+// rate the tables do not report.
 inline constexpr double kMinWarmUpMs = 25.0;
 
 // Warms up by calling run(0), run(1), ...: `count` calls, then further batches of `count` (doubling) until
