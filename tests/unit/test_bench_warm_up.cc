@@ -27,6 +27,12 @@ struct FakeGpu {
   }
 };
 
+TEST(BenchWarmUp, NoLeastTimeIsTheCountAndOneWait) {
+  FakeGpu g(0.07);  // (every timing but a T's first: time_events' default)
+  EXPECT_EQ(g.warm(16, 0.0), 16);
+  EXPECT_EQ(g.waits, 1);
+}
+
 TEST(BenchWarmUp, LongCallsStopAtTheCount) {
   FakeGpu g(10.0);
   EXPECT_EQ(g.warm(3, 25.0), 3);  // 30 ms of calls already

@@ -50,9 +50,9 @@ struct Timing {
   int warmup_calls = 0;            // the calls before the timed ones: a multiple of the warmup count (warm_up.h)
   std::vector<double> samples_us;  // every timed iteration's, in the order they ran (call warmup_calls + i at i)
 };
-// Warms up (warm_up.h: `warmup` calls, and more until the GPU has been busy min_warmup_ms), then runs fn `iters`
-// times each bracketed by CUDA events on `stream`; median of those. fn receives the call index (use it to rotate
-// buffers past L2; the timed calls start at a multiple of `warmup`, so a rotation of `warmup` buffers is at 0).
+// Warms up (warm_up.h: `warmup` calls, and more until they have kept the GPU at work min_warmup_ms), then runs fn
+// `iters` times each bracketed by CUDA events on `stream`; median of those. fn receives the call index (use it to
+// rotate buffers past L2; the timed calls start at a multiple of `warmup`, so a rotation of `warmup` buffers is at 0).
 Timing time_events(const std::function<void(int)>& fn, int warmup, int iters, cudaStream_t stream = nullptr,
                    double min_warmup_ms = 0);
 
