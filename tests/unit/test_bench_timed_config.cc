@@ -7,6 +7,7 @@
 
 #include "fp4moe/planner.h"
 #include "src/moe/run_plan.h"
+#include "tests/unit/run_plan_fixture.h"
 #include "tools/bench/timed_config.h"
 
 namespace fp4moe::bench {
@@ -62,28 +63,16 @@ TEST(BenchTimedConfig, OwnPlanKeysKeepOnlyForcedEntriesThatReproduceThePlan) {
 // runs the layer's own plan; with a cache entry of another down split count it does not, and only the forced count
 // and the unforced pass stand for the pick.
 TEST(BenchTimedConfig, OwnPlanKeysOnThePlannerWithAndWithoutATuningCache) {
-  const MoeShape shape{256, 6144, 2048, 8};
-  const MoeLayerOptions options;
-  std::vector<detail::ResidentConfig> configs;
-  for (size_t i = 0; i < catalogue::kNumTiles; ++i)
-    if (catalogue::tile_on(i, 90)) {
-      const catalogue::ShippedConfig c = catalogue::config_on(i, 90);
-      configs.push_back(detail::ResidentConfig{c, c.blocks_per_sm * 132, 0});
-    }
-  std::map<int64_t, TunedChoice> tuned;
-  const detail::PlanContext ctx{&shape, &options, 90, &configs, &tuned, 132, DirectKernelRegs{}};
-  auto plan_at = [&](int bm, int sp) {
-    MoeRunPlan p;
-    EXPECT_TRUE(detail::make_run_plan(ctx, 512, bm, sp, &p, nullptr).is_ok());
-    return p;
-  };
+  detail::plan_test::Fixture f = detail::plan_test::h200();
+  f.options = MoeLayerOptions{};
+  auto plan_at = [&](int bm, int sp) { return f.plan(512, bm, sp); };
   const MoeRunPlan heuristic = plan_at(0, 0);
   ASSERT_EQ(heuristic.down_k_splits, 1) << heuristic.to_string();
   auto keys = own_plan_keys(heuristic, plan_at);
   ASSERT_FALSE(keys.empty());
   EXPECT_EQ(keys.front(), SweepKey(heuristic.block_m, 0));
   // A tuning cache entry for T=512's bucket: the same block_m, down K in 2 splits.
-  tuned[512] = TunedChoice{heuristic.block_m, 1.0, 2};
+  f.tuned[512] = TunedChoice{heuristic.block_m, 1.0, 2};
   const MoeRunPlan cached = plan_at(0, 0);
   ASSERT_EQ(cached.down_k_splits, 2) << cached.to_string();
   EXPECT_FALSE(same_plan(plan_at(cached.block_m, 0), cached)) << "a forced block_m reads no cache";
@@ -96,21 +85,10 @@ TEST(BenchTimedConfig, OwnPlanKeysOnThePlannerWithAndWithoutATuningCache) {
 // The TP8 shard at T=4 on an H200: the layer's own plan runs down and the finalize as one kernel, which a forced split
 // count turns off, so only the forced block_m with the splits left to the layer and the unforced pass run it.
 TEST(BenchTimedConfig, OwnPlanKeysOfADirectDownPlanOnThePlanner) {
-  const MoeShape shape{256, 6144, 256, 8};
-  const MoeLayerOptions options;
-  std::vector<detail::ResidentConfig> configs;
-  for (size_t i = 0; i < catalogue::kNumTiles; ++i)
-    if (catalogue::tile_on(i, 90)) {
-      const catalogue::ShippedConfig c = catalogue::config_on(i, 90);
-      configs.push_back(detail::ResidentConfig{c, c.blocks_per_sm * 132, 0});
-    }
-  const std::map<int64_t, TunedChoice> tuned;
-  const detail::PlanContext ctx{&shape, &options, 90, &configs, &tuned, 132, DirectKernelRegs{}};
-  auto plan_at = [&](int bm, int sp) {
-    MoeRunPlan p;
-    EXPECT_TRUE(detail::make_run_plan(ctx, 4, bm, sp, &p, nullptr).is_ok());
-    return p;
-  };
+  detail::plan_test::Fixture f = detail::plan_test::h200();
+  f.options = MoeLayerOptions{};
+  f.shape = MoeShape{256, 6144, 256, 8};
+  auto plan_at = [&](int bm, int sp) { return f.plan(4, bm, sp); };
   const MoeRunPlan own = plan_at(0, 0);
   ASSERT_TRUE(own.direct_down) << own.to_string();
   EXPECT_FALSE(plan_at(own.block_m, 1).direct_down);

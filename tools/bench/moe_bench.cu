@@ -628,7 +628,7 @@ std::string moe_bench_json(const MoeBenchOptions& o, const MoeBenchDevice& dev, 
                    {"direct_decode", r.timed_direct()},
                    {"timed_nothing_forced", r.block_m == kOwnPlanBlockM},
                    {"timed_plan_down_k_splits", r.timed_plan_splits}, {"heuristic_down_k_splits", r.heuristic_splits}, {"heuristic_direct_decode", r.heuristic_direct},
-                   {"timed_at", time_at_name(r.timed_at_pick ? TimeAt::kLayerPick : TimeAt::kFastest)},
+                   {"timed_at", time_at_name(r.timed_at())},
                    {"time_at_requested", time_at_name(o.time_at)}, {"fastest_block_m", r.plan_block_m(r.fastest_bm)},
                    {"fastest_nothing_forced", r.fastest_bm == kOwnPlanBlockM},
                    {"fastest_down_k_splits", r.fastest_splits}, {"fastest_layer_us", r.fastest_us},
@@ -670,7 +670,7 @@ std::string moe_bench_csv(const MoeBenchDevice& dev, const std::vector<MoeBenchR
       << r.layer_atomic_us << ',' << r.down_k_splits << ',' << r.flop_per_byte << ','
       << (dev.cublas_tflops > 0 ? 100.0 * r.tflops / dev.cublas_tflops : 0.0) << ','
       << (ridge <= 0 || dev.cublas_tflops <= 0 ? "unknown" : r.flop_per_byte < ridge ? "memory" : "compute") << ','
-      << time_at_name(r.timed_at_pick ? TimeAt::kLayerPick : TimeAt::kFastest) << ','
+      << time_at_name(r.timed_at()) << ','
       << r.plan_block_m(r.fastest_bm) << ','
       << r.fastest_us << '\n';
   return s.str();

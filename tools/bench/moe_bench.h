@@ -62,6 +62,7 @@ struct MoeBenchRow {
   double fastest_us = 0;
   bool timed_at_pick = false;  // the timed config runs the layer's own plan (false: the fastest, asked for or the
                                // pick not swept)
+  TimeAt timed_at() const { return timed_at_pick ? TimeAt::kLayerPick : TimeAt::kFastest; }  // (JSON and CSV)
   // The timed config is the direct decode path (the unforced pass, where the layer's own plan takes that path).
   bool timed_direct() const { return block_m == kOwnPlanBlockM && heuristic_direct; }
   // The block_m a sweep key's plan runs, as the table, JSON and CSV give it (0: the direct decode path).
