@@ -37,7 +37,7 @@ std::vector<std::string> finalize_mode_names() {
 
 struct BenchOpts {
   ModelOptions model;
-  std::string routing = "uniform", json, csv, plot;
+  std::string routing = "uniform", json, csv, markdown, plot;
   std::string finalize = "deterministic";  // a fp4moe::finalize_mode_name
   std::vector<int64_t> tokens = {1, 8, 64, 256, 512, 1024, 2048, 4096};
   double zipf_s = 1.2;
@@ -107,7 +107,8 @@ int prepare(const ModelOptions& model, SelectedModel* m, const std::vector<std::
 
 int run_bench(const BenchOpts& o) {
   SelectedModel m;
-  if (const int rc = prepare(o.model, &m, {{o.json, false}, {o.csv, false}, {o.plot, false}}); rc != kExitOk) return rc;
+  if (const int rc = prepare(o.model, &m, {{o.json, false}, {o.csv, false}, {o.markdown, false}, {o.plot, false}}); rc != kExitOk)
+    return rc;
 #if FP4MOE_HAVE_CUDA
   bench::MoeBenchOptions b;
   b.shape = m.shard;
@@ -140,6 +141,8 @@ int run_bench(const BenchOpts& o) {
     if (o.json_text) *o.json_text = json;
   }
   if (!o.csv.empty() && !write_text_file(o.csv, bench::moe_bench_csv(dev, rows))) return kExitFailed;
+  if (!o.markdown.empty() && !write_text_file(o.markdown, bench::moe_bench_markdown(m.label(), dev, rows)))
+    return kExitFailed;
   if (!o.plot.empty()) {
     std::fflush(stdout);  // the table first, then the script's own line
     if (const Status st = draw_roofline(bench::moe_bench_json(b, dev, rows), o.plot); !st.is_ok()) {
@@ -302,6 +305,8 @@ void add_bench_and_tune(CLI::App& app, int* rc) {
   bench->add_option("--iters", b->iters, "timed runs per measurement (median)")->check(CLI::Range(5, 1000))->capture_default_str();
   bench->add_option("--json", b->json, "write the results as JSON");
   bench->add_option("--csv", b->csv, "write the results as CSV");
+  bench->add_option("--markdown", b->markdown,
+                    "write the table docs/perf gives (Markdown: plan, layer, graph, chain, %BW, floor, cuBLAS bf16)");
   bench->add_option("--plot", b->plot, "draw the roofline to this PNG (Debian python3-matplotlib)");
   bench->callback([b, rc]() { *rc = run_bench(*b); });
 

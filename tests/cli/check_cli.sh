@@ -113,6 +113,7 @@ bad 2 report --out "$tmp/fifo" --no-timing
 check "report --out FIFO left the FIFO alone" test -p "$tmp/fifo"
 bad 2 bench --json /nonexistent-dir/bench.json
 bad 2 bench --csv "$tmp/fifo"
+bad 2 bench --markdown /nonexistent-dir/bench.md
 bad 2 tune --cache /dev/null
 echo '{"old": true}' >"$tmp/report.json"
 ( ulimit -f 8; "$tool" report --no-timing --out "$tmp/report.json" >/dev/null 2>"$tmp/efbig.err" ); rc=$?

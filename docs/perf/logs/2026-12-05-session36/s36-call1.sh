@@ -4,7 +4,8 @@
 # alternated (the chain at T=8: the every-timing form cost +2.8% on an H100); (2) scripts/gpu-suite's bench, shards,
 # base, tune, report, quantize and zipf sections with every T of the shards' tables, the base A/B being d332725's
 # H200 check (84b8f91's CLI as build-base, both shards and the full layer at T=256..1024, alternated twice).
-# On another GPU only part (1) runs. Here first: FP4MOE_BASE_BUILD=<84b8f91's CLI> scripts/gpu-build; carry [".device/gpu.tgz", ".device/c2.tgz"].
+# On another GPU only part (1) runs; FP4MOE_SUITE picks other sections, FP4MOE_CALL_LIMIT (585) the seconds
+# left for the whole call. Here first: FP4MOE_BASE_BUILD=<84b8f91's CLI> scripts/gpu-build; carry [".device/gpu.tgz", ".device/c2.tgz"].
 set -uo pipefail
 tar xzf .device/gpu.tgz
 mkdir -p old && tar xzf .device/c2.tgz -C old
@@ -27,11 +28,11 @@ done
 echo "warm-up part done at $SECONDS s"
 # The tables are for the H200 (an H100 ran them in session 35): elsewhere, or with FP4MOE_WARMUP_ONLY=1, stop here.
 if ! grep -q H200 $OUT/smi.txt 2>/dev/null || [ "${FP4MOE_WARMUP_ONLY:-0}" = 1 ]; then exit 0; fi
-FP4MOE_SUITE="bench shards base tune report quantize zipf" \
+FP4MOE_SUITE="${FP4MOE_SUITE:-bench shards base tune report quantize zipf}" \
 FP4MOE_TOKENS="1 2 8 64 256 512 1024 2048 4096 8192 16384" \
 FP4MOE_SHARD_TOKENS="1 2 3 4 5 6 8 16 32 64 128 256 512 1024 2048 4096 8192 16384" \
 FP4MOE_AB_SHAPES="full,--tp 8,--ep 8" FP4MOE_AB_TOKENS="256 512 1024" TAIL=3 \
-  timeout $((585 - SECONDS)) scripts/gpu-suite
+  timeout $((${FP4MOE_CALL_LIMIT:-585} - SECONDS)) scripts/gpu-suite
 echo "suite rc $? at $SECONDS s"
 # (the device tool brings back few files: one archive of everything)
 cd $OUT && tar czf /tmp/all.tgz --exclude=site . && find . -mindepth 1 -delete && mv /tmp/all.tgz . && ls -la

@@ -1,0 +1,101 @@
+// Unit tests of the docs' benchmark table that `fp4moe bench --markdown` writes (tools/bench/bench_markdown.h).
+// SPDX-License-Identifier: Apache-2.0
+#include <gtest/gtest.h>
+
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "tools/bench/bench_markdown.h"
+
+namespace fp4moe::bench {
+namespace {
+
+std::vector<std::string> lines(const std::string& s) {
+  std::vector<std::string> out;
+  std::istringstream in(s);
+  for (std::string l; std::getline(in, l);) out.push_back(l);
+  return out;
+}
+
+// Rows as an H100 gave TP8 T=1, 16 and 512 (session 36, call 3), and the full layer's T=1 (down K in 2).
+MarkdownTable h100_table() {
+  MarkdownTable t;
+  t.title = "GLM-5, TP8 shard on NVIDIA H100 80GB HBM3";
+  t.read_gbs = 3098.4;
+  t.cublas_tflops = 900.3;
+  MarkdownRow direct;
+  direct.tokens = 1;
+  direct.timed = {true, 0, 0};
+  direct.weight_bytes = 21233664.0;
+  direct.layer_us = 16.128;
+  direct.graph_us = 15.744;
+  direct.chain_us = 12.574;
+  direct.floor_us = 6.853;
+  direct.cublas_us = 36.48;
+  direct.fastest = direct.timed;
+  direct.fastest_us = direct.layer_us;
+  MarkdownRow t16;
+  t16.tokens = 16;
+  t16.timed = {false, 8, 1};
+  t16.weight_bytes = 274.4e6;
+  t16.layer_us = 121.8;
+  t16.graph_us = 119.6;
+  t16.chain_us = 115.8;
+  t16.floor_us = 88.6;
+  t16.cublas_us = 351.1;
+  t16.fastest_differs = true;
+  t16.fastest = {false, 16, 0};
+  t16.fastest_us = 120.9;
+  MarkdownRow full;
+  full.tokens = 1;
+  full.timed = {false, 8, 2};
+  full.weight_bytes = 169.9e6;
+  full.layer_us = 72.2;
+  t.rows = {direct, t16, full};
+  return t;
+}
+
+TEST(BenchMarkdown, GivesTheDocsColumnsRowByRow) {
+  const std::vector<std::string> l = lines(bench_markdown(h100_table()));
+  ASSERT_EQ(l.size(), 2u + 2u + 3u);  // caption, blank, header, rule, three rows
+  EXPECT_EQ(l[0], "GLM-5, TP8 shard on NVIDIA H100 80GB HBM3: read probe 3098 GB/s, cuBLAS bf16 8192^3 900 TFLOP/s "
+                  "(this run's); times in us");
+  EXPECT_EQ(l[1], "");
+  EXPECT_EQ(l[2], "| T | plan | active MB | layer | graph | chain | chain %BW | floor | cuBLAS bf16 | x | sweep's fastest |");
+  EXPECT_EQ(l[3], "|---|---|---|---|---|---|---|---|---|---|---|");
+  // 21.233664 MB in 12.574 us is 1688.7 GB/s, 54.5% of 3098.4; 36.48 / 16.128 = 2.26.
+  EXPECT_EQ(l[4], "| 1 | direct path | 21.2 | 16.1 | 15.7 | 12.6 | 54.5% | 6.9 | 36.5 | 2.26x |  |");
+  // The sweep's fastest against the layer column: 120.9 / 121.8 - 1 = -0.74%.
+  EXPECT_EQ(l[5], "| 16 | bm8 | 274.4 | 121.8 | 119.6 | 115.8 | 76.5% | 88.6 | 351.1 | 2.88x | bm16 120.9 (-0.7%) |");
+  // Not timed (0) prints "-"; so do %BW without a chain and x without cuBLAS; a split count above 1 is named.
+  EXPECT_EQ(l[6], "| 1 | bm8, down K in 2 | 169.9 | 72.2 | - | - | - | - | - | - |  |");
+}
+
+TEST(BenchMarkdown, SaysWhatTheRunDidNotMeasure) {
+  MarkdownTable t = h100_table();
+  t.read_gbs = 0;
+  t.cublas_tflops = 0;
+  const std::vector<std::string> l = lines(bench_markdown(t));
+  ASSERT_GE(l.size(), 5u);
+  EXPECT_EQ(l[0], "GLM-5, TP8 shard on NVIDIA H100 80GB HBM3: read probe not measured, cuBLAS bf16 8192^3 not measured "
+                  "(this run's); times in us");
+  // No probe, no %BW; cuBLAS's own time is the row's and still gives x.
+  EXPECT_EQ(l[4], "| 1 | direct path | 21.2 | 16.1 | 15.7 | 12.6 | - | 6.9 | 36.5 | 2.26x |  |");
+}
+
+TEST(BenchMarkdown, NamesPlans) {
+  EXPECT_EQ(markdown_plan_name({true, 8, 2}), "direct path");  // (block_m and splits unused)
+  EXPECT_EQ(markdown_plan_name({false, 128, 0}), "bm128");
+  EXPECT_EQ(markdown_plan_name({false, 64, 1}), "bm64");
+  EXPECT_EQ(markdown_plan_name({false, 8, 4}), "bm8, down K in 4");
+}
+
+TEST(BenchMarkdown, NoRowsGiveTheHeaderAlone) {
+  MarkdownTable t = h100_table();
+  t.rows.clear();
+  EXPECT_EQ(lines(bench_markdown(t)).size(), 4u);
+}
+
+}  // namespace
+}  // namespace fp4moe::bench
