@@ -84,6 +84,85 @@ TEST(BenchMarkdown, SaysWhatTheRunDidNotMeasure) {
   EXPECT_EQ(l[4], "| 1 | direct path | 21.2 | 16.1 | 15.7 | 12.6 | - | 6.9 | 36.5 | 2.26x |  |");
 }
 
+// A bench row of the sweep keys `timed` and `fastest` (kOwnPlanBlockM: the pass with nothing forced).
+MoeBenchRow bench_row(SweepKey timed, double timed_us, SweepKey fastest, double fastest_us) {
+  MoeBenchRow r;
+  r.T = 16;
+  r.heuristic_bm = 8;
+  r.heuristic_splits = 1;
+  r.timed_plan_splits = 1;
+  r.block_m = timed.first;
+  r.down_k_splits = timed.second;
+  r.layer_us = timed_us;
+  r.fastest_bm = fastest.first;
+  r.fastest_splits = fastest.second;
+  r.fastest_us = fastest_us;
+  r.weight_bytes = 274.4e6;
+  r.layer_graph_us = 119.6;
+  r.layer_graph_chain_us = 115.8;
+  r.floor_us = 88.6;
+  r.cublas_us = 351.1;
+  return r;
+}
+
+TEST(BenchMarkdown, RowOfTheLayersPickWithAFasterTileSwept) {
+  // TP8 T=16 on an H100: the pick (bm8, forced with the splits left to the layer) at 121.8 us, bm16 swept at 120.9.
+  const MarkdownRow m = markdown_row(bench_row({8, 0}, 121.8, {16, 0}, 120.9));
+  EXPECT_EQ(markdown_plan_name(m.timed), "bm8");
+  EXPECT_TRUE(m.fastest_differs);
+  EXPECT_EQ(markdown_plan_name(m.fastest), "bm16");
+  MarkdownTable t;
+  t.title = "t";
+  t.read_gbs = 3098.4;
+  t.rows = {m};
+  EXPECT_EQ(lines(bench_markdown(t)).back(),
+            "| 16 | bm8 | 274.4 | 121.8 | 119.6 | 115.8 | 76.5% | 88.6 | 351.1 | 2.88x | bm16 120.9 (-0.7%) |");
+}
+
+TEST(BenchMarkdown, RowTimedAtTheFastestHasNoFastestColumn) {
+  // `--time-at fastest`, or a pick that is the fastest: the timed key is the fastest key.
+  const MarkdownRow m = markdown_row(bench_row({16, 0}, 120.9, {16, 0}, 120.9));
+  EXPECT_EQ(markdown_plan_name(m.timed), "bm16");
+  EXPECT_FALSE(m.fastest_differs);
+}
+
+TEST(BenchMarkdown, RowOfTheDirectPath) {
+  // The layer's own plan is the direct path: the pass with nothing forced is timed, and it is the fastest.
+  MoeBenchRow r = bench_row({kOwnPlanBlockM, 0}, 16.1, {kOwnPlanBlockM, 0}, 16.1);
+  r.heuristic_direct = true;
+  const MarkdownRow m = markdown_row(r);
+  EXPECT_EQ(markdown_plan_name(m.timed), "direct path");
+  EXPECT_FALSE(m.fastest_differs);
+  // A forced tile as the timed config, slower than the direct path: the column names the direct path.
+  r.block_m = 8;
+  r.layer_us = 25.0;
+  const MarkdownRow forced = markdown_row(r);
+  EXPECT_EQ(markdown_plan_name(forced.timed), "bm8");
+  EXPECT_TRUE(forced.fastest_differs);
+  EXPECT_EQ(markdown_plan_name(forced.fastest), "direct path");
+}
+
+TEST(BenchMarkdown, RowOfThePassWithNothingForcedNamesItsPlan) {
+  // The pick not among the forced entries (a tuned split count, say): the unforced pass is timed, and its plan is the
+  // layer's own block_m with the split count that plan runs.
+  MoeBenchRow r = bench_row({kOwnPlanBlockM, 0}, 72.2, {kOwnPlanBlockM, 0}, 72.2);
+  r.heuristic_bm = 8;
+  r.heuristic_splits = 2;
+  r.timed_plan_splits = 2;
+  EXPECT_EQ(markdown_plan_name(markdown_row(r).timed), "bm8, down K in 2");
+  // ... and where a forced entry beat it, that entry is named by its key.
+  r.fastest_bm = 16;
+  r.fastest_splits = 0;
+  r.fastest_us = 71.9;
+  const MarkdownRow m = markdown_row(r);
+  EXPECT_TRUE(m.fastest_differs);
+  EXPECT_EQ(markdown_plan_name(m.fastest), "bm16");
+  // The unforced pass as the faster entry names the layer's own plan.
+  MoeBenchRow f = bench_row({16, 0}, 73.0, {kOwnPlanBlockM, 0}, 72.2);
+  f.heuristic_splits = 2;
+  EXPECT_EQ(markdown_plan_name(markdown_row(f).fastest), "bm8, down K in 2");
+}
+
 TEST(BenchMarkdown, NamesPlans) {
   EXPECT_EQ(markdown_plan_name({true, 8, 2}), "direct path");  // (block_m and splits unused)
   EXPECT_EQ(markdown_plan_name({false, 128, 0}), "bm128");

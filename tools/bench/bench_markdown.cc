@@ -25,6 +25,27 @@ std::string markdown_plan_name(const MarkdownPlan& p) {
   return s;
 }
 
+MarkdownRow markdown_row(const MoeBenchRow& r) {
+  // A sweep key's plan (kOwnPlanBlockM: the layer's own, its block_m and splits, or the direct path).
+  auto plan_of = [&r](int key_bm, int key_splits) {
+    if (key_bm == kOwnPlanBlockM) return MarkdownPlan{r.heuristic_direct, r.heuristic_bm, r.heuristic_splits};
+    return MarkdownPlan{false, key_bm, key_splits};
+  };
+  MarkdownRow m;
+  m.tokens = r.T;
+  m.timed = {r.timed_direct(), r.plan_block_m(r.block_m), r.timed_plan_splits};
+  m.weight_bytes = r.weight_bytes;
+  m.layer_us = r.layer_us;
+  m.graph_us = r.layer_graph_us;
+  m.chain_us = r.layer_graph_chain_us;
+  m.floor_us = r.floor_us;
+  m.cublas_us = r.cublas_us;
+  m.fastest_differs = r.fastest_us < r.layer_us;
+  m.fastest = plan_of(r.fastest_bm, r.fastest_splits);
+  m.fastest_us = r.fastest_us;
+  return m;
+}
+
 std::string bench_markdown(const MarkdownTable& t) {
   std::string s = t.title + ": read probe " + (t.read_gbs > 0 ? fmt("%.0f", t.read_gbs) + " GB/s" : "not measured") +
                   ", cuBLAS bf16 8192^3 " + (t.cublas_tflops > 0 ? fmt("%.0f", t.cublas_tflops) + " TFLOP/s" : "not measured") +

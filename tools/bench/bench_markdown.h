@@ -1,10 +1,12 @@
-// The benchmark table of docs/perf (shards.md, moe-decode.md) in Markdown, from a bench run's rows (`fp4moe bench --markdown`).
+// The table of docs/perf (shards.md, moe-decode.md) in Markdown, from bench rows (`fp4moe bench --markdown`).
 // SPDX-License-Identifier: Apache-2.0
 #pragma once
 
 #include <cstdint>
 #include <string>
 #include <vector>
+
+#include "moe_bench_row.h"
 
 namespace fp4moe::bench {
 
@@ -27,6 +29,10 @@ struct MarkdownRow {
   MarkdownPlan fastest;
   double fastest_us = 0;
 };
+
+// A bench row as the table gives it: the timed config's plan (the direct path, or the block_m and down K splits its
+// plan runs), the sweep's fastest where it beat the timed config (as the per-T note says it), the times.
+MarkdownRow markdown_row(const MoeBenchRow& r);
 
 struct MarkdownTable {
   std::string title;         // shape and device, as the bench's first line gives them

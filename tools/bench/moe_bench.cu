@@ -682,26 +682,7 @@ std::string moe_bench_markdown(const std::string& title, const MoeBenchDevice& d
   t.title = title + " on " + dev.info.name;
   t.read_gbs = dev.read_gbs;
   t.cublas_tflops = dev.have_cublas ? dev.cublas_tflops : 0.0;
-  // A sweep key's plan as the tables name it (kOwnPlanBlockM: the layer's own plan, its block_m and splits).
-  auto plan_of = [](const MoeBenchRow& r, int key_bm, int key_splits) {
-    if (key_bm == kOwnPlanBlockM) return MarkdownPlan{r.heuristic_direct, r.heuristic_bm, r.heuristic_splits};
-    return MarkdownPlan{false, key_bm, key_splits};
-  };
-  for (const auto& r : rows) {
-    MarkdownRow m;
-    m.tokens = r.T;
-    m.timed = {r.timed_direct(), r.plan_block_m(r.block_m), r.timed_plan_splits};
-    m.weight_bytes = r.weight_bytes;
-    m.layer_us = r.layer_us;
-    m.graph_us = r.layer_graph_us;
-    m.chain_us = r.layer_graph_chain_us;
-    m.floor_us = r.floor_us;
-    m.cublas_us = r.cublas_us;
-    m.fastest_differs = r.fastest_us < r.layer_us;  // (as the per-T note says it)
-    m.fastest = plan_of(r, r.fastest_bm, r.fastest_splits);
-    m.fastest_us = r.fastest_us;
-    t.rows.push_back(m);
-  }
+  for (const auto& r : rows) t.rows.push_back(markdown_row(r));
   return bench_markdown(t);
 }
 
