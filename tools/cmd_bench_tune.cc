@@ -107,8 +107,9 @@ int prepare(const ModelOptions& model, SelectedModel* m, const std::vector<std::
 
 int run_bench(const BenchOpts& o) {
   SelectedModel m;
-  if (const int rc = prepare(o.model, &m, {{o.json, false}, {o.csv, false}, {o.markdown, false}, {o.plot, false}}); rc != kExitOk)
-    return rc;
+  const std::vector<std::pair<std::string, bool>> outputs = {{o.json, false}, {o.csv, false}, {o.markdown, false},
+                                                              {o.plot, false}};
+  if (const int rc = prepare(o.model, &m, outputs); rc != kExitOk) return rc;
 #if FP4MOE_HAVE_CUDA
   bench::MoeBenchOptions b;
   b.shape = m.shard;
@@ -141,7 +142,7 @@ int run_bench(const BenchOpts& o) {
     if (o.json_text) *o.json_text = json;
   }
   if (!o.csv.empty() && !write_text_file(o.csv, bench::moe_bench_csv(dev, rows))) return kExitFailed;
-  if (!o.markdown.empty() && !write_text_file(o.markdown, bench::moe_bench_markdown(m.label(), dev, rows)))
+  if (!o.markdown.empty() && !write_text_file(o.markdown, bench::moe_bench_markdown(b, m.label(), dev, rows)))
     return kExitFailed;
   if (!o.plot.empty()) {
     std::fflush(stdout);  // the table first, then the script's own line

@@ -114,6 +114,10 @@ check "report --out FIFO left the FIFO alone" test -p "$tmp/fifo"
 bad 2 bench --json /nonexistent-dir/bench.json
 bad 2 bench --csv "$tmp/fifo"
 bad 2 bench --markdown /nonexistent-dir/bench.md
+# (an unknown option would also exit 2 with one error line: the error must be the path's)
+for opt in --json --markdown; do
+  check "bench $opt names the missing folder" sh -c "'$tool' bench $opt /nonexistent-dir/x 2>&1 | grep -q 'folder /nonexistent-dir does not exist'"
+done
 bad 2 tune --cache /dev/null
 echo '{"old": true}' >"$tmp/report.json"
 ( ulimit -f 8; "$tool" report --no-timing --out "$tmp/report.json" >/dev/null 2>"$tmp/efbig.err" ); rc=$?

@@ -25,15 +25,11 @@ std::string markdown_plan_name(const MarkdownPlan& p) {
   return s;
 }
 
-MarkdownRow markdown_row(const MoeBenchRow& r) {
-  // A sweep key's plan (kOwnPlanBlockM: the layer's own, its block_m and splits, or the direct path).
-  auto plan_of = [&r](int key_bm, int key_splits) {
-    if (key_bm == kOwnPlanBlockM) return MarkdownPlan{r.heuristic_direct, r.heuristic_bm, r.heuristic_splits};
-    return MarkdownPlan{false, key_bm, key_splits};
-  };
+MarkdownRow markdown_row(const MoeBenchRow& r, TimeAt requested) {
   MarkdownRow m;
   m.tokens = r.T;
   m.timed = {r.timed_direct(), r.plan_block_m(r.block_m), r.timed_plan_splits};
+  m.pick_not_swept = requested == TimeAt::kLayerPick && !r.timed_at_pick;
   m.weight_bytes = r.weight_bytes;
   m.layer_us = r.layer_us;
   m.graph_us = r.layer_graph_us;
@@ -41,15 +37,25 @@ MarkdownRow markdown_row(const MoeBenchRow& r) {
   m.floor_us = r.floor_us;
   m.cublas_us = r.cublas_us;
   m.fastest_differs = r.fastest_us < r.layer_us;
-  m.fastest = plan_of(r.fastest_bm, r.fastest_splits);
+  m.fastest = {r.fastest_bm == kOwnPlanBlockM && r.heuristic_direct, r.plan_block_m(r.fastest_bm),
+               r.fastest_plan_splits};
   m.fastest_us = r.fastest_us;
   return m;
 }
 
+std::string markdown_conditions(TimeAt time_at, const std::string& routing, double zipf_s, const std::string& finalize,
+                                int kernel_arch) {
+  std::string s = time_at == TimeAt::kLayerPick ? "timed at the layer's own pick" : "timed at the sweep's fastest";
+  s += "; " + routing + (routing == "zipf" ? fmt(" routing (s = %.2f)", zipf_s) : std::string(" routing"));
+  s += "; " + finalize + " finalize";
+  if (kernel_arch != 0) s += "; the sm_" + std::to_string(kernel_arch) + " configs";
+  return s;
+}
+
 std::string bench_markdown(const MarkdownTable& t) {
-  std::string s = t.title + ": read probe " + (t.read_gbs > 0 ? fmt("%.0f", t.read_gbs) + " GB/s" : "not measured") +
-                  ", cuBLAS bf16 8192^3 " + (t.cublas_tflops > 0 ? fmt("%.0f", t.cublas_tflops) + " TFLOP/s" : "not measured") +
-                  " (this run's); times in us\n\n";
+  std::string s = t.title + ": read probe " + (t.read_gbs > 0 ? fmt("%.0f", t.read_gbs) + " GB/s" : "not measured");
+  s += ", cuBLAS bf16 8192^3 " + (t.cublas_tflops > 0 ? fmt("%.0f", t.cublas_tflops) + " TFLOP/s" : "not measured");
+  s += " (this run's)" + (t.conditions.empty() ? std::string() : "; " + t.conditions) + "; times in us\n\n";
   s += "| T | plan | active MB | layer | graph | chain | chain %BW | floor | cuBLAS bf16 | x | sweep's fastest |\n";
   s += "|---|---|---|---|---|---|---|---|---|---|---|\n";
   for (const MarkdownRow& r : t.rows) {
@@ -62,8 +68,9 @@ std::string bench_markdown(const MarkdownTable& t) {
     if (r.fastest_differs && r.fastest_us > 0 && r.layer_us > 0)
       fastest = markdown_plan_name(r.fastest) + " " + us(r.fastest_us) + " (" +
                 fmt("%+.1f%%", (r.fastest_us / r.layer_us - 1.0) * 100.0) + ")";
-    s += "| " + std::to_string(r.tokens) + " | " + markdown_plan_name(r.timed) + " | " + fmt("%.1f", r.weight_bytes / 1e6) +
-         " | " + us(r.layer_us) + " | " + us(r.graph_us) + " | " + us(r.chain_us) + " | " + bw + " | " + us(r.floor_us) +
+    const std::string plan = markdown_plan_name(r.timed) + (r.pick_not_swept ? " (the pick was not swept)" : "");
+    s += "| " + std::to_string(r.tokens) + " | " + plan + " | " + fmt("%.1f", r.weight_bytes / 1e6) + " | " +
+         us(r.layer_us) + " | " + us(r.graph_us) + " | " + us(r.chain_us) + " | " + bw + " | " + us(r.floor_us) +
          " | " + us(r.cublas_us) + " | " + x + " | " + fastest + " |\n";
   }
   return s;

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "moe_bench_row.h"
+#include "timed_config.h"
 
 namespace fp4moe::bench {
 
@@ -14,15 +15,16 @@ namespace fp4moe::bench {
 struct MarkdownPlan {
   bool direct = false;    // the direct decode path (block_m and splits unused)
   int block_m = 0;
-  int down_k_splits = 0;  // the plan's down K splits
+  int down_k_splits = 0;  // the down K splits the plan runs
 };
 std::string markdown_plan_name(const MarkdownPlan& p);
 
 // One T of a bench run; a time of 0 is "not timed" and prints as "-".
 struct MarkdownRow {
   int64_t tokens = 0;
-  MarkdownPlan timed;        // the config the row is timed at (the layer's own pick unless `--time-at fastest`)
-  double weight_bytes = 0;   // the active experts' weight bytes (the floor's and %BW's numerator)
+  MarkdownPlan timed;          // the config the row is timed at (the layer's own pick unless `--time-at fastest`)
+  bool pick_not_swept = false;  // the pick was asked for but not swept, so the row is timed at the fastest
+  double weight_bytes = 0;     // the active experts' weight bytes (the floor's and %BW's numerator)
   double layer_us = 0, graph_us = 0, chain_us = 0, floor_us = 0, cublas_us = 0;
   // The sweep's fastest config where it is not the timed one (fastest_differs), and its stream-launched time.
   bool fastest_differs = false;
@@ -30,12 +32,19 @@ struct MarkdownRow {
   double fastest_us = 0;
 };
 
-// A bench row as the table gives it: the timed config's plan (the direct path, or the block_m and down K splits its
-// plan runs), the sweep's fastest where it beat the timed config (as the per-T note says it), the times.
-MarkdownRow markdown_row(const MoeBenchRow& r);
+// A bench row as the table gives it, `requested` being the run's `--time-at`: the timed config's plan (the direct
+// path, or the block_m and the down K splits its plan runs), the sweep's fastest where it beat the timed config (as
+// the per-T note says it) named by the plan it runs, the times.
+MarkdownRow markdown_row(const MoeBenchRow& r, TimeAt requested);
+
+// How a run was timed, for the caption: where the rows were timed, the routing, the finalize mode and, for sm_120
+// configs run on sm_90, the kernel arch ("timed at the layer's own pick; uniform routing; deterministic finalize").
+std::string markdown_conditions(TimeAt time_at, const std::string& routing, double zipf_s, const std::string& finalize,
+                                int kernel_arch);
 
 struct MarkdownTable {
   std::string title;         // shape and device, as the bench's first line gives them
+  std::string conditions;    // markdown_conditions (empty: none printed)
   double read_gbs = 0;       // the run's read probe (chain %BW), 0 if not measured
   double cublas_tflops = 0;  // the run's cuBLAS bf16 8192^3 rate (printed), 0 if not measured
   std::vector<MarkdownRow> rows;

@@ -313,6 +313,7 @@ Status run_moe_bench(const MoeBenchOptions& o, MoeBenchDevice* dev, std::vector<
     const TimedConfig timed = timed_config(r.layer_us_by_config, o.time_at, pick_keys);
     r.fastest_bm = fastest.block_m;
     r.fastest_splits = fastest.down_k_splits;
+    r.fastest_plan_splits = plan_of(layer, T, fastest.block_m, fastest.down_k_splits).down_k_splits;
     r.fastest_us = fastest.us;
     r.block_m = timed.block_m;
     r.down_k_splits = timed.down_k_splits;
@@ -632,7 +633,8 @@ std::string moe_bench_json(const MoeBenchOptions& o, const MoeBenchDevice& dev, 
                    {"timed_at", time_at_name(r.timed_at())},
                    {"time_at_requested", time_at_name(o.time_at)}, {"fastest_block_m", r.plan_block_m(r.fastest_bm)},
                    {"fastest_nothing_forced", r.fastest_bm == kOwnPlanBlockM},
-                   {"fastest_down_k_splits", r.fastest_splits}, {"fastest_layer_us", r.fastest_us},
+                   {"fastest_down_k_splits", r.fastest_splits}, {"fastest_plan_down_k_splits", r.fastest_plan_splits},
+                   {"fastest_layer_us", r.fastest_us},
                    {"layer_tiled_us", r.layer_tiled_us},
                    {"layer_us_by_block_m", by}, {"route_us", r.route_us}, {"gate_up_us", r.gate_up_us},
                    {"down_us", r.down_us}, {"layer_us", r.layer_us}, {"layer_graph_us", r.layer_graph_us}, {"layer_graph_chain_us", r.layer_graph_chain_us},
@@ -677,12 +679,14 @@ std::string moe_bench_csv(const MoeBenchDevice& dev, const std::vector<MoeBenchR
   return s.str();
 }
 
-std::string moe_bench_markdown(const std::string& title, const MoeBenchDevice& dev, const std::vector<MoeBenchRow>& rows) {
+std::string moe_bench_markdown(const MoeBenchOptions& o, const std::string& title, const MoeBenchDevice& dev,
+                               const std::vector<MoeBenchRow>& rows) {
   MarkdownTable t;
   t.title = title + " on " + dev.info.name;
+  t.conditions = markdown_conditions(o.time_at, o.routing, o.zipf_s, finalize_mode_name(o.finalize), o.kernel_arch);
   t.read_gbs = dev.read_gbs;
   t.cublas_tflops = dev.have_cublas ? dev.cublas_tflops : 0.0;
-  for (const auto& r : rows) t.rows.push_back(markdown_row(r));
+  for (const auto& r : rows) t.rows.push_back(markdown_row(r, o.time_at));
   return bench_markdown(t);
 }
 

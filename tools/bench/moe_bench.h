@@ -62,7 +62,8 @@ Status run_moe_bench(const MoeBenchOptions& opts, MoeBenchDevice* dev, std::vect
 void print_moe_bench(const MoeBenchOptions& opts, const MoeBenchDevice& dev, const std::vector<MoeBenchRow>& rows, FILE* f);
 std::string moe_bench_json(const MoeBenchOptions& opts, const MoeBenchDevice& dev, const std::vector<MoeBenchRow>& rows);
 std::string moe_bench_csv(const MoeBenchDevice& dev, const std::vector<MoeBenchRow>& rows);
-// docs/perf's table (bench_markdown.h); `title` names the shape (the device's name is added).
-std::string moe_bench_markdown(const std::string& title, const MoeBenchDevice& dev, const std::vector<MoeBenchRow>& rows);
+// docs/perf's table (bench_markdown.h); `title` names the shape (the device's name and how it was timed are added).
+std::string moe_bench_markdown(const MoeBenchOptions& opts, const std::string& title, const MoeBenchDevice& dev,
+                               const std::vector<MoeBenchRow>& rows);
 
 }  // namespace fp4moe::bench
