@@ -22,7 +22,7 @@ struct MoeBenchRow {
   bool heuristic_direct = false;      // the layer's own plan for T is the direct decode path
   // The sweep's fastest config and its time (block_m kOwnPlanBlockM: the pass with nothing forced), whichever is timed.
   int fastest_bm = 0, fastest_splits = 0;
-  int fastest_plan_splits = 0;  // the down K splits the fastest config's plan runs (a key's 0 is the layer's choice)
+  int fastest_plan_splits = 0;  // the down K splits the fastest config's plan runs (its key's 0: the layer's choice)
   double fastest_us = 0;
   bool timed_at_pick = false;  // the timed config runs the layer's own plan (false: the fastest, asked for or the
                                // pick not swept)
@@ -45,7 +45,7 @@ struct MoeBenchRow {
   double route_us = 0, gate_up_us = 0, down_us = 0, layer_us = 0;  // (layer_us: the timed config's sweep entry)
   double layer_graph_us = 0;  // the timed config's forward pass replayed from a CUDA graph (0: not timed)
   // Per pass of one CUDA graph holding graph_chain_passes forward passes back to back (one per routing set, all on one
-  int fastest_plan_splits = 0;  // the down K splits the fastest config's plan runs (its key's 0: the layer's choice)
+  // workspace), as a model's step graph holds its layers: the graph launch is shared, each pass starts as the one before
   // it drains (0: not timed).
   double layer_graph_chain_us = 0;
   int graph_chain_passes = 0;
