@@ -4,8 +4,9 @@
 # alternated (the chain at T=8: the every-timing form cost +2.8% on an H100); (2) scripts/gpu-suite's bench, shards,
 # base, tune, report, quantize and zipf sections with every T of the shards' tables, the base A/B being d332725's
 # H200 check (84b8f91's CLI as build-base, both shards and the full layer at T=256..1024, alternated twice).
-# On another GPU only part (1) runs; FP4MOE_SUITE picks other sections, FP4MOE_CALL_LIMIT (585) the seconds
-# left for the whole call. Here first: FP4MOE_BASE_BUILD=<84b8f91's CLI> scripts/gpu-build; carry [".device/gpu.tgz", ".device/c2.tgz"].
+# On another GPU only part (1) runs (call 1 ran it so, on an H100). FP4MOE_SUITE and FP4MOE_CALL_LIMIT (585 s for the
+# whole call) were added after that run (9e7f799); they change only part (2). Here first: FP4MOE_BASE_BUILD=<84b8f91's
+# CLI> scripts/gpu-build; carry [".device/gpu.tgz", ".device/c2.tgz"].
 set -uo pipefail
 tar xzf .device/gpu.tgz
 mkdir -p old && tar xzf .device/c2.tgz -C old
