@@ -18,41 +18,33 @@ std::vector<std::string> lines(const std::string& s) {
   return out;
 }
 
+// A row timed at `plan`, its sweep's fastest that same config (times in us; 0: not timed).
+MarkdownRow row(int64_t T, MarkdownPlan plan, double weight_bytes, double layer, double graph, double chain,
+                double floor, double cublas) {
+  MarkdownRow r;
+  r.tokens = T;
+  r.timed = r.fastest = plan;
+  r.weight_bytes = weight_bytes;
+  r.layer_us = r.fastest_us = layer;
+  r.graph_us = graph;
+  r.chain_us = chain;
+  r.floor_us = floor;
+  r.cublas_us = cublas;
+  return r;
+}
+
 // Rows as an H100 gave TP8 T=1 and 16 (session 36, call 3), and the full layer's T=1 (down K in 2).
 MarkdownTable h100_table() {
   MarkdownTable t;
   t.title = "GLM-5, TP8 shard on NVIDIA H100 80GB HBM3";
   t.read_gbs = 3098.4;
   t.cublas_tflops = 900.3;
-  MarkdownRow direct;
-  direct.tokens = 1;
-  direct.timed = {true, 0, 0};
-  direct.weight_bytes = 21233664.0;
-  direct.layer_us = 16.128;
-  direct.graph_us = 15.744;
-  direct.chain_us = 12.574;
-  direct.floor_us = 6.853;
-  direct.cublas_us = 36.48;
-  direct.fastest = direct.timed;
-  direct.fastest_us = direct.layer_us;
-  MarkdownRow t16;
-  t16.tokens = 16;
-  t16.timed = {false, 8, 1};
-  t16.weight_bytes = 274.4e6;
-  t16.layer_us = 121.8;
-  t16.graph_us = 119.6;
-  t16.chain_us = 115.8;
-  t16.floor_us = 88.6;
-  t16.cublas_us = 351.1;
+  MarkdownRow t16 = row(16, {false, 8, 1}, 274.4e6, 121.8, 119.6, 115.8, 88.6, 351.1);
   t16.fastest_differs = true;
   t16.fastest = {false, 16, 0};
   t16.fastest_us = 120.9;
-  MarkdownRow full;
-  full.tokens = 1;
-  full.timed = {false, 8, 2};
-  full.weight_bytes = 169.9e6;
-  full.layer_us = 72.2;
-  t.rows = {direct, t16, full};
+  t.rows = {row(1, {true, 0, 0}, 21233664.0, 16.128, 15.744, 12.574, 6.853, 36.48), t16,
+            row(1, {false, 8, 2}, 169.9e6, 72.2, 0, 0, 0, 0)};
   return t;
 }
 

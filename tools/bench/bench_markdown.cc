@@ -37,8 +37,7 @@ MarkdownRow markdown_row(const MoeBenchRow& r, TimeAt requested) {
   m.floor_us = r.floor_us;
   m.cublas_us = r.cublas_us;
   m.fastest_differs = r.fastest_us < r.layer_us;
-  m.fastest = {r.fastest_bm == kOwnPlanBlockM && r.heuristic_direct, r.plan_block_m(r.fastest_bm),
-               r.fastest_plan_splits};
+  m.fastest = {r.key_direct(r.fastest_bm), r.plan_block_m(r.fastest_bm), r.fastest_plan_splits};
   m.fastest_us = r.fastest_us;
   return m;
 }

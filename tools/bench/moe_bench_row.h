@@ -28,7 +28,9 @@ struct MoeBenchRow {
                                // pick not swept)
   TimeAt timed_at() const { return timed_at_pick ? TimeAt::kLayerPick : TimeAt::kFastest; }  // (JSON and CSV)
   // The timed config is the direct decode path (the unforced pass, where the layer's own plan takes that path).
-  bool timed_direct() const { return block_m == kOwnPlanBlockM && heuristic_direct; }
+  bool timed_direct() const { return key_direct(block_m); }
+  // A sweep key's plan is the direct decode path (the unforced pass, where the layer's own plan takes that path).
+  bool key_direct(int key) const { return key == kOwnPlanBlockM && heuristic_direct; }
   // The block_m a sweep key's plan runs, as the table, JSON and CSV give it (0: the direct decode path).
   int plan_block_m(int key) const { return key != kOwnPlanBlockM ? key : heuristic_direct ? 0 : heuristic_bm; }
   // (block_m, down K splits; 0 = the layer's choice); block_m kOwnPlanBlockM: the pass with nothing forced (the
