@@ -40,7 +40,6 @@ MarkdownTable h100_table() {
   t.read_gbs = 3098.4;
   t.cublas_tflops = 900.3;
   MarkdownRow t16 = row(16, {false, 8, 1}, 274.4e6, 121.8, 119.6, 115.8, 88.6, 351.1);
-  t16.fastest_differs = true;
   t16.fastest = {false, 16, 0};
   t16.fastest_us = 120.9;
   t.rows = {row(1, {true, 0, 0}, 21233664.0, 16.128, 15.744, 12.574, 6.853, 36.48), t16,
@@ -106,7 +105,7 @@ TEST(BenchMarkdown, RowOfTheLayersPickWithAFasterTileSwept) {
   // TP8 T=16 on an H100: the pick (bm8, forced with the splits left to the layer) at 121.8 us, bm16 swept at 120.9.
   const MarkdownRow m = markdown_row(bench_row({8, 0}, 121.8, {16, 0}, 120.9), TimeAt::kLayerPick);
   EXPECT_EQ(markdown_plan_name(m.timed), "bm8");
-  EXPECT_TRUE(m.fastest_differs);
+  EXPECT_TRUE(m.fastest_differs());
   EXPECT_EQ(markdown_plan_name(m.fastest), "bm16");
   MarkdownTable t;
   t.title = "t";
@@ -120,7 +119,7 @@ TEST(BenchMarkdown, RowTimedAtTheFastestHasNoFastestColumn) {
   // `--time-at fastest`, or a pick that is the fastest: the timed key is the fastest key.
   const MarkdownRow m = markdown_row(bench_row({16, 0}, 120.9, {16, 0}, 120.9), TimeAt::kLayerPick);
   EXPECT_EQ(markdown_plan_name(m.timed), "bm16");
-  EXPECT_FALSE(m.fastest_differs);
+  EXPECT_FALSE(m.fastest_differs());
 }
 
 TEST(BenchMarkdown, RowOfTheDirectPath) {
@@ -129,13 +128,13 @@ TEST(BenchMarkdown, RowOfTheDirectPath) {
   r.heuristic_direct = true;
   const MarkdownRow m = markdown_row(r, TimeAt::kLayerPick);
   EXPECT_EQ(markdown_plan_name(m.timed), "direct path");
-  EXPECT_FALSE(m.fastest_differs);
+  EXPECT_FALSE(m.fastest_differs());
   // A forced tile as the timed config, slower than the direct path: the column names the direct path.
   r.block_m = 8;
   r.layer_us = 25.0;
   const MarkdownRow forced = markdown_row(r, TimeAt::kLayerPick);
   EXPECT_EQ(markdown_plan_name(forced.timed), "bm8");
-  EXPECT_TRUE(forced.fastest_differs);
+  EXPECT_TRUE(forced.fastest_differs());
   EXPECT_EQ(markdown_plan_name(forced.fastest), "direct path");
 }
 
@@ -152,7 +151,7 @@ TEST(BenchMarkdown, RowOfThePassWithNothingForcedNamesItsPlan) {
   r.fastest_splits = 0;
   r.fastest_us = 71.9;
   const MarkdownRow m = markdown_row(r, TimeAt::kLayerPick);
-  EXPECT_TRUE(m.fastest_differs);
+  EXPECT_TRUE(m.fastest_differs());
   EXPECT_EQ(markdown_plan_name(m.fastest), "bm16");
   // The unforced pass as the faster entry names the layer's own plan (the bench gives the splits that plan runs).
   MoeBenchRow f = bench_row({16, 0}, 73.0, {kOwnPlanBlockM, 0}, 72.2);

@@ -36,7 +36,6 @@ MarkdownRow markdown_row(const MoeBenchRow& r, TimeAt requested) {
   m.chain_us = r.layer_graph_chain_us;
   m.floor_us = r.floor_us;
   m.cublas_us = r.cublas_us;
-  m.fastest_differs = r.fastest_us < r.layer_us;
   m.fastest = {r.key_direct(r.fastest_bm), r.plan_block_m(r.fastest_bm), r.fastest_plan_splits};
   m.fastest_us = r.fastest_us;
   return m;
@@ -64,7 +63,7 @@ std::string bench_markdown(const MarkdownTable& t) {
                                : "-";
     const std::string x = r.cublas_us > 0 && r.layer_us > 0 ? fmt("%.2fx", r.cublas_us / r.layer_us) : "-";
     std::string fastest;
-    if (r.fastest_differs && r.fastest_us > 0 && r.layer_us > 0)
+    if (r.fastest_differs())
       fastest = markdown_plan_name(r.fastest) + " " + us(r.fastest_us) + " (" +
                 fmt("%+.1f%%", (r.fastest_us / r.layer_us - 1.0) * 100.0) + ")";
     const std::string plan = markdown_plan_name(r.timed) + (r.pick_not_swept ? " (the pick was not swept)" : "");

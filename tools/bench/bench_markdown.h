@@ -26,10 +26,10 @@ struct MarkdownRow {
   bool pick_not_swept = false;  // the pick was asked for but not swept, so the row is timed at the fastest
   double weight_bytes = 0;     // the active experts' weight bytes (the floor's and %BW's numerator)
   double layer_us = 0, graph_us = 0, chain_us = 0, floor_us = 0, cublas_us = 0;
-  // The sweep's fastest config where it is not the timed one (fastest_differs), and its stream-launched time.
-  bool fastest_differs = false;
+  // The sweep's fastest config and its stream-launched time; the table names it where it beat the timed config.
   MarkdownPlan fastest;
   double fastest_us = 0;
+  bool fastest_differs() const { return fastest_us > 0 && fastest_us < layer_us; }
 };
 
 // A bench row as the table gives it, `requested` being the run's `--time-at`: the timed config's plan (the direct
@@ -52,7 +52,7 @@ struct MarkdownTable {
 
 // A caption line, a blank line, then the table: T | plan | active MB | layer | graph | chain | chain %BW | floor |
 // cuBLAS bf16 | x | sweep's fastest. chain %BW is weight_bytes over chain_us at read_gbs; x is cublas_us over
-// layer_us; the last column is "bm16 118.9 (-1.4%)" against layer_us where fastest_differs.
+// layer_us; the last column is "bm16 118.9 (-1.4%)" against layer_us where fastest_differs().
 std::string bench_markdown(const MarkdownTable& t);
 
 }  // namespace fp4moe::bench
