@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
-# Prepared in session 39 for an H200 (not run): (1) s39-call6.sh's forced gate_up grids on the H200, where the
-# decode GEMMs run at 76% of the read probe (on the H100 gate_up's time at T=64 did not depend on the grid); (2) ncu of
-# the 8-token gate_up (the 3-block config) at TP8 T=64: which unit holds an SM at about 26 GB/s of weights (pipe
-# utilization, warp stall reasons, shared-memory and L1 traffic). Here first, on HEAD:
+# Prepared in session 39 for an H200 (not run): (1) s39-call6.sh's forced gate_up grids on the H200, where the shards'
+# gate_up runs at 76-78% of the read probe against 90% for the same kernel on the unsharded layer (on the H100 gate_up's
+# time at T=64 did not depend on the grid); (2) ncu of the 8-token gate_up (the 3-block config) at TP8 T=64: how its
+# 113 us divide between the stream and the start and drain (SM activity over time, warp stall reasons, pipe
+# utilization). Here first, on HEAD:
 #   git apply docs/perf/logs/2026-12-06-session39/variant-gate-up-grid-forced.patch
 #   cmake --preset gpu-sm90 -B build-gg && cmake --build build-gg -j2 --target fp4moe_cli && git checkout src
 #   tar czf .device/gg.tgz build-gg/fp4moe
