@@ -29,6 +29,9 @@ struct ShippedTile {
   // plan takes the first whose clusters are all resident at once, a later one only where the tiled plan would leave
   // gate_up's K whole (cluster_decode_plan, src/moe/run_plan.h).
   bool cluster_decode = false;
+  // sm_90: also built as gate_up's tail kernel (kernels/moe_gemm_multistage.cuh, kTail): the last, partial round of
+  // a decode step's gate_up tiles in K pieces, after the whole tiles' kernel (MoeRunPlan::gate_up_tail_pieces).
+  bool gate_up_tail = false;
   // A decode tile: also built as the kernels that route at most kMaxFusedRoutingPairs (64) pairs themselves -- the
   // multistage tiles whose layout has the routing tables (moe_gemm_routes_pairs; at most 16 tokens, whose activation
   // rows are padded on every arch).
@@ -40,9 +43,9 @@ struct ShippedTile {
 // In this order on every arch (a tile that becomes a copy of the one before it on an arch is not built there:
 // the 8-token tile's 3-block config is the 2-block one on the 100 KB parts).
 inline constexpr ShippedTile kTiles[] = {
-    {KernelFamily::kMultistage, 8, 128, 256, 2, true, false, 0, true},
+    {KernelFamily::kMultistage, 8, 128, 256, 2, true, false, 0, true, true},
     // (the 3-block config routes pairs for the down GEMM of 33-64 pairs; gate_up there takes the 2-block one)
-    {KernelFamily::kMultistage, 8, 128, 256, 3, false, false, 0, true},
+    {KernelFamily::kMultistage, 8, 128, 256, 3, false, false, 0, true, true},
     {KernelFamily::kMultistage, 16, 128, 256, 2, true},
     {KernelFamily::kMultistage, 32, 128, 256, 2, false},
     {KernelFamily::kMultistage, 64, 128, 128, 2, false},
@@ -61,6 +64,10 @@ inline constexpr ShippedTile kTiles[] = {
     {KernelFamily::kWarpSpecialized, 64, 256, 64, 1, false, true},
 };
 inline constexpr size_t kNumTiles = sizeof(kTiles) / sizeof(kTiles[0]);
+
+// Whether tile t is built as gate_up's tail kernel for the kernel family `family` (catalogue gate_up_tail; sm_90 only:
+// it was measured there).
+constexpr bool builds_gate_up_tail(const ShippedTile& t, int family) { return t.gate_up_tail && family == 90; }
 
 // Only the tiles whose kernels route pairs split gate_up's K (their split-K kernels come in both routings).
 constexpr bool split_k_tiles_route_pairs() {

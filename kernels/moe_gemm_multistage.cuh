@@ -18,6 +18,12 @@
 
 namespace fp4moe::kernels {
 
+// The tiles a whole-tile gate_up kernel of `grid` blocks takes when a tail kernel follows it: its whole rounds, or
+// every tile where there are fewer than `grid` (the tail kernel then has nothing to do).
+__device__ __forceinline__ int whole_gate_up_tiles(int tiles, int grid) {
+  return tiles < grid ? tiles : tiles / grid * grid;
+}
+
 // kFusedRouting (at most kBlockRoutingMaxPairs pairs; the decode tiles, whose layout has the tables): the chunk
 // table and the permutation come from block_routing over `ex.routing` (warp 0 computes them into this block's
 // shared memory) instead of the routing kernel's tables in global memory; gate_up's block 0 also writes its
@@ -25,9 +31,14 @@ namespace fp4moe::kernels {
 // kSplitK (gate_up of the decode tiles): p.k_splits K ranges per tile, summed by gate_up_split_fixup before the
 // SwiGLU. A kernel of its own, so that the kernels without it keep their code (a runtime branch cost the 8-token
 // gate_up 3% at T=8: docs/perf/history.md).
-template <class Cfg, MoeEpilogue kEpi, bool kFusedRouting, bool kSplitK = false>
+// kTail (with kSplitK; MoeRunPlan::gate_up_tail_pieces): gate_up's last, partial round of tiles, launched right after
+// the kernel of the whole tiles (ex.tail_grid) as its programmatic dependent. Block b takes K piece b of those tiles
+// (at most one), so the pieces go to the SMs as the whole-tile kernel's blocks leave them, instead of the round's few
+// tiles streaming whole on one block each (docs/perf/shards.md, "gate_up's last round as K pieces").
+template <class Cfg, MoeEpilogue kEpi, bool kFusedRouting, bool kSplitK = false, bool kTail = false>
 __device__ __forceinline__ void moe_gemm_body(const MoeGemmParams& p, const MoeGemmExtras& ex) {
   static_assert(!kSplitK || kEpi == MoeEpilogue::kSwiGLU, "kSplitK: gate_up (the down GEMM's splits are summed by the finalize)");
+  static_assert(!kTail || (kSplitK && !kFusedRouting), "kTail: a split-K gate_up after the routing kernel");
   constexpr int kBN = Cfg::kBlockN, kBK = Cfg::kBlockK, kStages = Cfg::kStages;
   constexpr int kGroups = kBK / pack::kGroupK;  // 64-wide K groups per stage
   constexpr MoeGemmSmemLayout L = Cfg::kSmem;
@@ -45,8 +56,11 @@ __device__ __forceinline__ void moe_gemm_body(const MoeGemmParams& p, const MoeG
   // kFusedRouting the down kernel reads only the layer's inputs -- topk ids and weights -- before its wait;
   // gate_up is then the forward pass's first kernel, a programmatic dependent of whatever kernel the stream ran
   // before, which this wait also covers.)
+  // kTail reads only the routing's tables (complete: the whole-tile kernel waited for them before it let this grid
+  // launch, as for down's reads below) and the layer's inputs, so it does not wait for the whole-tile kernel here:
+  // it waits at its end, so that the down kernel's wait for this grid covers both gate_up kernels.
   if constexpr (kEpi == MoeEpilogue::kSwiGLU) {
-    ptx::griddep_wait();
+    if constexpr (!kTail) ptx::griddep_wait();
     ptx::griddep_launch_dependents();
   }
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
@@ -56,12 +70,17 @@ __device__ __forceinline__ void moe_gemm_body(const MoeGemmParams& p, const MoeG
     wr = block_routing(ex.routing, ex.num_global_experts, kEpi == MoeEpilogue::kSwiGLU && blockIdx.x == 0,
                        reinterpret_cast<BlockRoutingTables*>(smem + L.routing_offset));
   const int n_tiles = p.n / kBN, splits = p.k_splits, k_tiles = p.k / kBK / splits;  // k_tiles: per item
-  const int num_items = (kFusedRouting ? wr.num_chunks : *p.num_chunks) * n_tiles * splits;
-  const int my_items = blockIdx.x < num_items ? (num_items - 1 - blockIdx.x) / gridDim.x + 1 : 0;
+  const int tiles = (kFusedRouting ? wr.num_chunks : *p.num_chunks) * n_tiles;
+  int num_items = tiles * splits, first_item = blockIdx.x;
+  if constexpr (kEpi == MoeEpilogue::kSwiGLU && !kSplitK) {
+    if (ex.tail_grid > 0) num_items = whole_gate_up_tiles(tiles, ex.tail_grid);
+  }
+  if constexpr (kTail) first_item += whole_gate_up_tiles(tiles, ex.tail_grid) * splits;
+  const int my_items = first_item < num_items ? (num_items - 1 - first_item) / static_cast<int>(gridDim.x) + 1 : 0;
   const int total_steps = my_items * k_tiles;
 
   // ---- producer: this thread's copy sources, set once per work item and advanced along K ----------
-  TileProducer<Cfg, Cfg::kThreads, kFusedRouting> prod(n_tiles, splits);
+  TileProducer<Cfg, Cfg::kThreads, kFusedRouting> prod(n_tiles, splits, first_item);
   auto produce = [&](int slot, bool weights, bool acts) {
     prod.produce(p, wr, smem + slot * L.stage_bytes, tid, k_tiles, weights, acts);
   };
@@ -97,7 +116,7 @@ __device__ __forceinline__ void moe_gemm_body(const MoeGemmParams& p, const MoeG
   }
 
   // ---- consumer state: the item whose K steps the warps are multiplying ------------------------------
-  ItemWalk cw(blockIdx.x, gridDim.x, n_tiles, splits);
+  ItemWalk cw(first_item, gridDim.x, n_tiles, splits);
   int cons_kt = 0, cons_e = 0, cons_row0 = 0, cons_rows = 0;
   int slot = 0;  // st % kStages, advanced step by step (no division in the K loop)
   LaneSlot<Cfg> cur(smem, warp, lane);  // this lane's view of slot `slot`
@@ -181,11 +200,14 @@ __device__ __forceinline__ void moe_gemm_body(const MoeGemmParams& p, const MoeG
     }
   }
   ptx::cp_async_wait<0>();
+  // kTail: the whole-tile kernel has finished (above). Block 0 waits even without a piece, so that one block does.
+  if constexpr (kTail)
+    if (my_items > 0 || blockIdx.x == 0) ptx::griddep_wait();
 }
 
 // The body is compiled only for the architecture the config was planned for (its shared-memory layout
 // is static_asserted against that architecture's budget in Cfg); other targets get an empty kernel.
-template <class Cfg, MoeEpilogue kEpi, bool kFusedRouting = false, bool kSplitK = false>
+template <class Cfg, MoeEpilogue kEpi, bool kFusedRouting = false, bool kSplitK = false, bool kTail = false>
 __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocksPerSm) moe_gemm_kernel(const MoeGemmParams p,
                                                                                        const MoeGemmExtras ex) {
 #if defined(__CUDA_ARCH__)
@@ -197,7 +219,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocksPerSm) moe_gemm_
 #else
   constexpr bool kAlsoHere = false;
 #endif
-  if constexpr (kTarget == Cfg::kArch || kAlsoHere) moe_gemm_body<Cfg, kEpi, kFusedRouting, kSplitK>(p, ex);
+  if constexpr (kTarget == Cfg::kArch || kAlsoHere) moe_gemm_body<Cfg, kEpi, kFusedRouting, kSplitK, kTail>(p, ex);
 #endif
 }
 

@@ -55,6 +55,10 @@ struct MoeGemmExtras {
   // Routing: ids in topk_ids are valid in [0, num_global_experts) (expert parallelism; else = num_experts). Here,
   // after dequant_mul, it fills what was padding: every field the other kernels read keeps its offset.
   int32_t num_global_experts;
+  // gate_up (multistage, K whole) followed by its tail kernel (MoeRunPlan::gate_up_tail_pieces): this kernel's grid G.
+  // It then takes the first F = floor(tiles / G) x G tiles only (all of them where fewer than G), and the tail kernel
+  // the rest, one K piece a block. 0: every tile (no tail kernel).
+  int32_t tail_grid;
 };
 
 }  // namespace fp4moe::kernels

@@ -17,7 +17,8 @@ namespace fp4moe::kernels {
 // through perm_pair for gate_up; rows past the item's tokens zero-filled). Sources are set once per item (one
 // chunk-table lookup, not one per stage) and advanced along K. Items run blockIdx.x, + gridDim.x, ...
 // Item i = (tile i / splits, K range i % splits); tile t = (chunk t / n_tiles, N tile t % n_tiles): `walk`
-// (kernels/moe_gemm_items.h) holds the next copy's item in those terms.
+// (kernels/moe_gemm_items.h) holds the next copy's item in those terms; a gate_up tail kernel's blocks start past the
+// whole tiles (kernels/moe_gemm_multistage.cuh, kTail).
 // Thread assignment: a stage's weights of one 16-row tile are kGroups x 512 contiguous bytes in the prepacked
 // layout and in shared memory alike, and kTPR threads copy each tile's run (chunk q + i * kTPR for thread q
 // of the tile), so a thread's copies sit at compile-time offsets from one source and one destination: one
@@ -46,12 +47,14 @@ struct TileProducer {
   static constexpr int kXPer = (kXChunks + kPThreads - 1) / kPThreads;
   static constexpr int kXRowStep = kPThreads / kRowChunks;  // rows between a thread's activation copies
 
-  ItemWalk walk;  // the next copy's work item (blockIdx.x, + gridDim.x, ...)
+  ItemWalk walk;  // the next copy's work item (first, + gridDim.x, ...)
   int kt = 0;     // and K step inside it
-  __device__ __forceinline__ TileProducer(int n_tiles, int splits) : walk(blockIdx.x, gridDim.x, n_tiles, splits) {}
+  int first;      // the block's first item: blockIdx.x, or past the whole tiles for a gate_up tail kernel (kTail)
+  __device__ __forceinline__ TileProducer(int n_tiles, int splits, int first_item = blockIdx.x)
+      : walk(first_item, gridDim.x, n_tiles, splits), first(first_item) {}
   // Back to the block's first item (the down kernels copy the first stages' weights, then their activations).
   __device__ __forceinline__ void restart() {
-    walk = ItemWalk(blockIdx.x, gridDim.x, walk.n_tiles, walk.splits);
+    walk = ItemWalk(first, gridDim.x, walk.n_tiles, walk.splits);
     kt = 0;
   }
   const uint8_t* w_src = nullptr;  // this thread's first weight chunk at the item's first K step

@@ -46,6 +46,7 @@ struct BenchOpts {
   bool no_warp_specialized = false;  // MoeLayerOptions::warp_specialized off
   bool no_cluster_decode = false;    // MoeLayerOptions::cluster_decode off
   bool no_direct_decode = false;     // MoeLayerOptions::direct_decode off
+  bool no_gate_up_tail = false;      // MoeLayerOptions::gate_up_tail off
   bool programmatic_prefill_finalize = false;  // MoeLayerOptions::programmatic_prefill_finalize on
   bool graph = true;                 // also time CUDA-graph replay
   int kernel_arch = 0;               // MoeLayerOptions::kernel_arch
@@ -124,6 +125,7 @@ int run_bench(const BenchOpts& o) {
   b.warp_specialized = !o.no_warp_specialized;
   b.cluster_decode = !o.no_cluster_decode;
   b.direct_decode = !o.no_direct_decode;
+  b.gate_up_tail = !o.no_gate_up_tail;
   b.programmatic_prefill_finalize = o.programmatic_prefill_finalize;
   finalize_mode_from_name(o.finalize, &b.finalize);  // (CLI11 checked the name)
   if (!o.block_ms.empty()) b.block_ms = o.block_ms;
@@ -289,6 +291,9 @@ void add_bench_and_tune(CLI::App& app, int* rc) {
   bench->add_flag("--no-direct-decode", b->no_direct_decode,
                   "time the tiled kernels where the layer would run the direct decode path (T <= 2 on a TP or EP shard) "
                   "or down and the finalize as one kernel after the tiled gate_up (a TP shard's step of up to 32 pairs)");
+  bench->add_flag("--no-gate-up-tail", b->no_gate_up_tail,
+                  "sm_90: time gate_up's last partial round of tiles whole, one block each, where the layer would split "
+                  "their K in a second kernel (a decode step of 16 to 64 tokens)");
   bench->add_flag("--programmatic-prefill-finalize", b->programmatic_prefill_finalize,
                   "sm_90: launch the finalize after a prefill tile's down (block_m >= 64) as a programmatic dependent "
                   "too, where the layer launches it plain (the per-T note times the other setting either way)");

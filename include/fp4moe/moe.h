@@ -138,6 +138,13 @@ struct MoeLayerOptions {
   // the finalize kernel after it. Same sums as the tiled kernels of that tile with gate_up's K in two splits, so the
   // same output bit for bit. Off: the tiled GEMM kernels.
   bool cluster_decode = true;
+  // sm_90: a decode step of at most 64 tokens whose gate_up runs the 8-token tile's kernels after the routing kernel,
+  // K whole, with at least one whole round of work items expected: gate_up's last, partial round of tiles runs as a
+  // second kernel that splits each of those tiles' K in pieces (MoeRunPlan::gate_up_tail_pieces), summed in K order
+  // before the SwiGLU as gate_up's K splits are, so that the pieces spread over the SMs as the whole tiles' blocks
+  // leave them. Off: the round's tiles stream whole, one block each. Results agree within the tolerance (the split
+  // tiles' sums in another order); each setting is bit-identical run to run.
+  bool gate_up_tail = true;
   // Tuning cache read at init: "" = the default location (tuning.h), "none" = do not read one.
   std::string tuning_cache = "";
   // The kernel family to run: 0 = the device's. 120: the configs planned for sm_120 (RTX 5090, RTX PRO 6000: their
@@ -219,6 +226,9 @@ struct MoeRunPlan {
   bool cluster_decode = false;
   int clusters = 0, cluster_blocks = 0;
   int clusters_resident = 0;  // of that config and size at once on this GPU (cudaOccupancyMaxActiveClusters)
+  // gate_up's last, partial round of tiles in a second kernel, each tile's K in this many pieces (0: none;
+  // MoeLayerOptions::gate_up_tail). gate_up_k_splits is then 1, and the pieces use its split buffers.
+  int gate_up_tail_pieces = 0;
   // down and the finalize run as one kernel after the tiled gate_up (MoeLayerOptions::direct_decode: a step of at most
   // 32 pairs past the direct path, where every block of it is resident at once): `direct_down_blocks`
   // blocks of 16 output columns each, `direct_down_smem_bytes` of shared memory each; down_k_splits is then 1, and no

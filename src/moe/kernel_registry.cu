@@ -45,6 +45,8 @@ MoeKernelSet make_set() {
       static_assert(C::kRoutesPairs && !C::kWgmma, "the cluster decode kernel: a decode tile on mma.sync");
       s.cluster_decode = kernels::moe_cluster_decode_kernel<C>;
     }
+    if constexpr (catalogue::builds_gate_up_tail(t, Arch))
+      s.gate_up_tail = kernels::moe_gemm_kernel<C, MoeEpilogue::kSwiGLU, false, true, true>;
     if constexpr (t.split_k) {
       s.gate_up_split = kernels::moe_gemm_kernel<C, MoeEpilogue::kSwiGLU, false, true>;
       s.gate_up_split_fused = kernels::moe_gemm_kernel<C, MoeEpilogue::kSwiGLU, true, true>;

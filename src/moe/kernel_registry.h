@@ -26,14 +26,17 @@ struct MoeKernelSet {
   // gate_up with split K (kSplitK), without and with fused routing: the decode tiles with catalogue split_k;
   // nullptr elsewhere.
   GemmKernelFn gate_up_split = nullptr, gate_up_split_fused = nullptr;
+  // gate_up's tail kernel (kTail: the last partial round's tiles in K pieces, after gate_up): the tiles with catalogue
+  // gate_up_tail, on sm_90; nullptr elsewhere.
+  GemmKernelFn gate_up_tail = nullptr;
   // The cluster decode kernel of the tile (catalogue cluster_decode, sm_90); nullptr elsewhere. Not in all(): another
   // signature (the layer sets its shared memory itself).
   ClusterDecodeFn cluster_decode = nullptr;
-  // Every kernel of the set: the four epilogues, then their fused-routing and split-K versions where built.
+  // Every kernel of the set: the four epilogues, then their fused-routing, split-K and tail versions where built.
   std::vector<GemmKernelFn> all() const {
     std::vector<GemmKernelFn> v{gate_up, down_store, down_store_bf16, down_atomic};
     for (GemmKernelFn f : {gate_up_fused, down_store_fused, down_store_bf16_fused, down_atomic_fused, gate_up_split,
-                           gate_up_split_fused})
+                           gate_up_split_fused, gate_up_tail})
       if (f != nullptr) v.push_back(f);
     return v;
   }

@@ -463,7 +463,13 @@ Status MoeLayer::Impl::run(const MoeForwardArgs& a, void* workspace, size_t work
   // gate_up with split K: its arrival counters (kernels/moe_gemm_epilogue.cuh, gate_up_split_fixup) start at zero
   // each call, whatever the workspace held; a memset node, like the atomic finalize's, before the first kernel.
   float* gu_split = reinterpret_cast<float*>(wsp + L.gu_split);
-  if ((phases & kPhaseGateUp) && gu_launch_splits > 1 && !cluster) {
+  // gate_up's tail kernel (MoeRunPlan::gate_up_tail_pieces): its pieces use the split kernels' buffers and counters.
+  // (A phase run without the routing phase has the tables in the workspace, as the routing kernel leaves them.)
+  const bool tail = rp.gate_up_tail_pieces > 0 && (phases & kPhaseGateUp) && !cluster && !fused_routing &&
+                    gu_launch_splits == 1;
+  if (tail && ks_gate_up.gate_up_tail == nullptr)
+    return Status(StatusCode::kInternal, "the plan has gate_up's tail kernel, which its config does not have");
+  if ((phases & kPhaseGateUp) && (gu_launch_splits > 1 || tail) && !cluster) {
     FP4MOE_CUDA_TRY(cudaMemsetAsync(wsp + L.gu_counters, 0, static_cast<size_t>(L.gu_counter_bytes), stream));
     memset_first = true;
   }
@@ -524,12 +530,22 @@ Status MoeLayer::Impl::run(const MoeForwardArgs& a, void* workspace, size_t work
   if (cluster)
     FP4MOE_CUDA_TRY(launch_clusters(ks_gate_up.cluster_decode, int64_t{rp.clusters} * rp.cluster_blocks, rp.cluster_blocks,
                                     rp.gate_up.threads, rp.gate_up.smem_bytes, stream, first_pdl, gu, dn, ex));
-  if ((phases & kPhaseGateUp) && !cluster)
+  if ((phases & kPhaseGateUp) && !cluster) {
+    kernels::MoeGemmExtras ex_gu = ex;
+    if (tail) ex_gu.tail_grid = static_cast<int32_t>(rp.gate_up.grid);  // (the whole rounds only)
     FP4MOE_CUDA_TRY(launch(gu_launch_splits > 1 ? (fused_routing ? ks_gate_up.gate_up_split_fused : ks_gate_up.gate_up_split)
                                          : (fused_routing ? ks_gate_up.gate_up_fused : ks_gate_up.gate_up),
                            rp.gate_up.grid,
                            rp.gate_up.threads, rp.gate_up.smem_bytes, stream,
-                           routing_kernel ? pdl_ok : first_pdl, gu, ex));
+                           routing_kernel ? pdl_ok : first_pdl, gu, ex_gu));
+    if (tail) {
+      // Fewer than grid tiles are left to it: a block per piece, the blocks past the call's pieces leaving at once.
+      kernels::MoeGemmParams gt = gu;
+      gt.k_splits = rp.gate_up_tail_pieces;
+      FP4MOE_CUDA_TRY(launch(ks_gate_up.gate_up_tail, int64_t{rp.gate_up.grid} * rp.gate_up_tail_pieces,
+                             rp.gate_up.threads, rp.gate_up.smem_bytes, stream, pdl_ok, gt, ex_gu));
+    }
+  }
   // Down and the finalize as one kernel after the tiled gate_up (kernels/moe_decode_direct.cuh): it routes the pairs
   // itself, in chunks of the direct path's size, and reads the SwiGLU rows gate_up left in the workspace.
   if ((phases & kPhaseDown) && rp.direct_down) {

@@ -41,6 +41,9 @@ std::string MoeRunPlan::to_string() const {
                    : same      ? "both GEMMs " + gate_up.to_string()
                                : "gate_up " + gate_up.to_string() + "; down " + down.to_string()) +
                   (gate_up_k_splits > 1 ? "; gate_up K in " + std::to_string(gate_up_k_splits) + " splits" : std::string()) +
+                  (gate_up_tail_pieces > 0 ? "; gate_up's last partial round of tiles in a second kernel, K in " +
+                                                 std::to_string(gate_up_tail_pieces) + " pieces"
+                                           : std::string()) +
                   (direct_down ? std::string(", ") : "; down K in " + std::to_string(down_k_splits) + " split(s), ") +
                   (fused_routing ? "routing inside the GEMMs, " : "routing kernel, ") +
                   finalize_mode_name(finalize) + " finalize" +
@@ -246,6 +249,20 @@ int heuristic_gate_up_k_splits(const PlanContext& c, int64_t num_tokens, int ind
   return best;
 }
 
+int gate_up_tail_pieces(const PlanContext& c, const MoeRunPlan& p, int gate_up_index) {
+  const MoeShape& s = *c.shape;
+  if (!c.options->gate_up_tail || p.num_tokens > kMaxSplitTokens || p.direct_decode || p.cluster_decode ||
+      p.fused_routing || p.gate_up_k_splits != 1 || gate_up_index < 0)
+    return 0;
+  const ResidentConfig& r = (*c.configs)[static_cast<size_t>(gate_up_index)];
+  if (!catalogue::builds_gate_up_tail(r.config.tile, r.config.cc) || (s.hidden / r.config.tile.block_k) % kGateUpTailPieces != 0)
+    return 0;
+  // A last round after at least one whole one (fewer items: the split-K heuristic's range, or one round of blocks
+  // each streaming its tile's whole K), and few rounds.
+  const double rounds = expected_tiles(c, p.num_tokens, r, 2 * s.intermediate) / r.grid;
+  return rounds >= 1.0 && rounds < kGateUpTailMaxRounds ? kGateUpTailPieces : 0;
+}
+
 int64_t gate_up_split_floats(const MoeShape& s, int64_t num_tokens, int splits) {
   return splits > 1 ? splits * num_tokens * s.top_k * 2 * s.intermediate : 0;
 }
@@ -253,11 +270,12 @@ int64_t gate_up_split_floats(const MoeShape& s, int64_t num_tokens, int splits) 
 WorkspaceLayout call_workspace_layout(const MoeShape& s, FinalizeMode mode, const MoeRunPlan& p) {
   // (the tables and the SwiGLU rows only: no partial buffer, whatever the finalize mode)
   if (p.direct_decode) return workspace_layout(s, FinalizeMode::kDeterministic, p.num_tokens, 0);
-  if (p.direct_down)  // (gate_up's split buffers, no partial sums)
-    return workspace_layout(s, FinalizeMode::kDeterministic, p.num_tokens, 0,
-                            gate_up_split_floats(s, p.num_tokens, p.gate_up_k_splits));
+  // (gate_up's split buffers: its K splits, or its tail kernel's pieces)
+  const int gu_splits = std::max(p.gate_up_k_splits, p.gate_up_tail_pieces);
+  if (p.direct_down)  // (no partial sums)
+    return workspace_layout(s, FinalizeMode::kDeterministic, p.num_tokens, 0, gate_up_split_floats(s, p.num_tokens, gu_splits));
   return workspace_layout(s, mode, p.num_tokens, p.num_tokens * s.top_k * p.down_k_splits,
-                          gate_up_split_floats(s, p.num_tokens, p.gate_up_k_splits));
+                          gate_up_split_floats(s, p.num_tokens, gu_splits));
 }
 
 namespace {
@@ -468,6 +486,7 @@ Status make_run_plan(const PlanContext& c, int64_t num_tokens, int block_m, int 
   // The finalize kernel's launch, once the path is known: plain only after a tiled prefill tile's down on a TP shard, on
   // sm_90's kernels (where it was measured; sm_120's keep the programmatic launch); paths without a finalize kernel
   // keep the field equal to programmatic_launch.
+  p.gate_up_tail_pieces = gate_up_tail_pieces(c, p, ch.gate_up);
   const bool plain_finalize = c.arch == 90 && !p.direct_decode && !p.direct_down && p.block_m >= kPlainFinalizeMinBlockM &&
                               s.intermediate <= kPlainFinalizeMaxDownK && finalize_is_deterministic(o.finalize) &&
                               !o.programmatic_prefill_finalize;
@@ -519,7 +538,8 @@ SplitBuffers max_split_buffers(const PlanContext& c, int64_t max_tokens, int dow
       MoeRunPlan p;
       if (!make_run_plan(c, t, bm, 0, &p, nullptr).is_ok()) continue;
       b.partial_rows = std::max(b.partial_rows, t * s.top_k * p.down_k_splits);
-      b.gate_up_floats = std::max(b.gate_up_floats, gate_up_split_floats(s, t, p.gate_up_k_splits));
+      b.gate_up_floats =
+          std::max(b.gate_up_floats, gate_up_split_floats(s, t, std::max(p.gate_up_k_splits, p.gate_up_tail_pieces)));
     }
   for (const auto& [bucket, choice] : *c.tuned)
     if (bucket / 2 < max_tokens)

@@ -74,6 +74,12 @@ inline constexpr int64_t kFusedOverWarpSpecializedMaxPairs = 32;
 // Above this many tokens the heuristic never splits the down GEMM's K (the items are many; each split adds
 // partial sums).
 inline constexpr int64_t kMaxSplitTokens = 64;
+// K pieces per tile of gate_up's last, partial round (MoeLayerOptions::gate_up_tail): 4 was faster than 2 and 8 on
+// GLM-5's TP8 and EP8 shards at T = 16..64 (docs/perf/shards.md, "gate_up's last round as K pieces").
+inline constexpr int kGateUpTailPieces = 4;
+// ... where gate_up's expected work items fill at least one and fewer than this many rounds of its persistent blocks
+// (with more the last round is a small part of the phase: the unsharded layer's T=8 and T=64 were level with it).
+inline constexpr double kGateUpTailMaxRounds = 3.0;
 // The heuristic splits the down GEMM's K in two when that fills the persistent blocks' rounds at least this much
 // better (GLM-5 at T=1 on 132 SMs: 384 items in 2 rounds of 264 = 73% full, split 768 in 3 rounds = 97%).
 inline constexpr double kSplitFillGain = 0.1;
@@ -176,6 +182,9 @@ Status make_run_plan(const PlanContext& c, int64_t num_tokens, int block_m, int 
 // fill the rounds kSplitFillGain better; 1 above kMaxSplitTokens or for a warp-specialized config (its epilogue
 // has no split fixup).
 int heuristic_gate_up_k_splits(const PlanContext& c, int64_t num_tokens, int index);
+// gate_up's tail pieces for a plan (MoeRunPlan::gate_up_tail_pieces; MoeLayerOptions::gate_up_tail says where): 0 or
+// kGateUpTailPieces.
+int gate_up_tail_pieces(const PlanContext& c, const MoeRunPlan& p, int gate_up_index);
 // gate_up's split-K partial sums of a call: splits x T x k x 2I fp32 values (0 without splits).
 int64_t gate_up_split_floats(const MoeShape& s, int64_t num_tokens, int splits);
 // The workspace layout of the call `p` plans (its T, down and gate_up K splits).

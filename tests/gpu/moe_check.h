@@ -93,6 +93,7 @@ struct Case {
   int gate_up_k_splits = 0;      // MoeForwardArgs::gate_up_k_splits (0: the layer's choice)
   bool direct_decode = true;     // MoeLayerOptions::direct_decode
   bool cluster_decode = MoeLayerOptions{}.cluster_decode;  // MoeLayerOptions::cluster_decode
+  bool gate_up_tail = MoeLayerOptions{}.gate_up_tail;      // MoeLayerOptions::gate_up_tail
   // An expert-parallel rank holding experts [0, E) of global_experts (0: not sharded); the inputs' ids stay in
   // [0, E), so every pair is this rank's and the layer of E experts is the reference.
   int64_t global_experts = 0;
@@ -104,7 +105,8 @@ struct Case {
            (dequant_kind ? "_ws2" : "") + "_splits" + std::to_string(down_k_splits) + (pdl ? "" : "_nopdl") +
            (warp_specialized ? "" : "_not_warp_specialized") + (kernel_arch ? "_kernels_sm" + std::to_string(kernel_arch) : "") +
            (gate_up_k_splits ? "_gusplits" + std::to_string(gate_up_k_splits) : "") + (direct_decode ? "" : "_tiled") +
-           (cluster_decode == MoeLayerOptions{}.cluster_decode ? "" : cluster_decode ? "_cluster" : "_no_cluster");
+           (cluster_decode == MoeLayerOptions{}.cluster_decode ? "" : cluster_decode ? "_cluster" : "_no_cluster") +
+           (gate_up_tail == MoeLayerOptions{}.gate_up_tail ? "" : gate_up_tail ? "_tail" : "_no_tail");
   }
 };
 
@@ -132,6 +134,7 @@ inline MoeLayerOptions options_for(const Case& c) {
   o.kernel_arch = c.kernel_arch;
   o.direct_decode = c.direct_decode;
   o.cluster_decode = c.cluster_decode;
+  o.gate_up_tail = c.gate_up_tail;
   o.tuning_cache = "none";
   return o;
 }

@@ -519,6 +519,48 @@ TEST(MoeShards, Sm120ConfigsMatchTheReferenceOnTheH200) {
 // warp_specialized off, wgmma at 32 and 64 tokens), fused and kernel routing, both finalize modes, a split down
 // K too; each against the reference with poisoned outputs and workspace (the arrival counters included, which the
 // layer must zero itself), then a bit-identical rerun and a graph replay (memset node + kernels).
+// gate_up's tail kernel (MoeRunPlan::gate_up_tail_pieces, sm_90): a decode step of the 8-token tile whose gate_up tiles
+// fill one to three rounds of its persistent blocks runs the last, partial round's tiles as K pieces in a second kernel.
+// Against the reference with poisoned outputs, bit-identical reruns and graph replays (the pieces' arrival counters
+// zeroed by every call), phase by phase (gate_up's two kernels without down), and with the tail off.
+TEST(MoeShards, GateUpTailPiecesMatchTheReferenceAndAreDeterministic) {
+  FP4MOE_SKIP_WITHOUT_GPU();
+  if (testing::compute_capability_major() != 9) GTEST_SKIP() << "gate_up's tail kernel is built for sm_90 only";
+  using testing::Case;
+  using testing::Routing;
+  Case ep{24, 32, 1024, 2048, 8, Routing::kUniform};  // an EP8-like rank: 32 of 256 experts, every pair local
+  ep.global_experts = 256;
+  for (const Case& base : {Case{64, 256, 2048, 256, 8, Routing::kUniform},  // GLM-5 TP8-like: about 888 tiles
+                           Case{32, 128, 2048, 384, 8, Routing::kSkewed},   // I = 384: 6 N tiles a chunk
+                           ep}) {
+    for (bool tail : {true, false}) {
+      Case c = base;
+      c.gate_up_tail = tail;
+      SCOPED_TRACE(c.name());
+      testing::Problem p;
+      p.setup(c, devdata::fresh_seed() % 1000003);
+      if (HasFatalFailure()) return;
+      MoeRunPlan rp;
+      ASSERT_TRUE(p.layer.plan(p.args(), &rp).is_ok());
+      if (tail) {
+        ASSERT_GT(rp.gate_up_tail_pieces, 0) << "the case must take the tail kernel: " << rp.to_string();
+        EXPECT_NE(rp.to_string().find("in a second kernel"), std::string::npos) << rp.to_string();
+      } else {
+        ASSERT_EQ(rp.gate_up_tail_pieces, 0) << rp.to_string();
+      }
+      EXPECT_EQ(rp.gate_up_k_splits, 1) << rp.to_string();
+      p.run_poisoned();
+      if (HasFatalFailure()) return;
+      testing::check_against_reference(p);
+      if (HasFatalFailure()) return;
+      testing::expect_reruns_bit_identical(p);
+      if (HasFatalFailure()) return;
+      testing::check_phase_by_phase(p);
+      if (HasFatalFailure()) return;
+    }
+  }
+}
+
 TEST(MoeShards, GateUpSplitKMatchesTheReferenceAndIsDeterministic) {
   FP4MOE_SKIP_WITHOUT_GPU();
   using testing::Case;

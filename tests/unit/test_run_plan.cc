@@ -408,8 +408,55 @@ TEST(RunPlan, GateUpSplitsFillTheBlocksOfShardDecodeSteps) {
   }
   EXPECT_EQ(max_split_buffers(f.ctx(), 100, 0, 8).gate_up_floats, 8 * 100 * 8 * 512);
   f.shape = MoeShape{256, 6144, 2048, 8};
+  f.options.gate_up_tail = false;
   EXPECT_EQ(max_split_buffers(f.ctx(), 64, 0, 0).gate_up_floats, 0) << "the unsharded layer never splits gate_up";
+}
 
+// gate_up's tail kernel: a decode step of the 8-token tile after the routing kernel, with 1 to 3 rounds of work items
+// expected, runs its last partial round's tiles in kGateUpTailPieces K pieces; the workspace holds their sums.
+TEST(RunPlan, GateUpTailTakesTheLastRoundOfShardDecodeSteps) {
+  Fixture f = h200();
+  f.shape = MoeShape{256, 6144, 256, 8};  // TP8
+  const MoeRunPlan p64 = f.plan(64);
+  EXPECT_EQ(p64.gate_up_tail_pieces, kGateUpTailPieces) << "about 888 items on 396 blocks: " << p64.to_string();
+  EXPECT_EQ(p64.gate_up_k_splits, 1);
+  EXPECT_NE(p64.to_string().find("last partial round of tiles in a second kernel, K in 4 pieces"), std::string::npos)
+      << p64.to_string();
+  EXPECT_EQ(f.plan(16).gate_up_tail_pieces, kGateUpTailPieces) << "about 412 items on 264 blocks";
+  EXPECT_EQ(f.plan(8).gate_up_tail_pieces, 0) << "228 items on 264 blocks: no whole round (and routing inside)";
+  EXPECT_EQ(f.plan(128).gate_up_tail_pieces, 0) << "T > kMaxSplitTokens";
+  EXPECT_EQ(f.plan(64, 16).gate_up_tail_pieces, 0) << "the 16-token tile has no tail kernel";
+  f.shape = MoeShape{32, 6144, 2048, 8, 256, 0};  // EP8
+  EXPECT_EQ(f.plan(64).gate_up_tail_pieces, kGateUpTailPieces);
+  f.shape = MoeShape{256, 6144, 2048, 8};  // unsharded: thousands of items at T=8 and 64
+  EXPECT_EQ(f.plan(8).gate_up_tail_pieces, 0);
+  EXPECT_EQ(f.plan(64).gate_up_tail_pieces, 0);
+  f.shape = MoeShape{256, 6144, 256, 8};
+  f.options.gate_up_tail = false;
+  EXPECT_EQ(f.plan(64).gate_up_tail_pieces, 0) << "MoeLayerOptions::gate_up_tail off";
+  f.options.gate_up_tail = true;
+  Fixture g;  // sm_120 (RTX PRO 6000): not built there
+  g.shape = f.shape;
+  g.arch = 120;
+  g.sms = 188;
+  g.configs = resident_on(120, 188);
+  EXPECT_EQ(g.plan(64).gate_up_tail_pieces, 0);
+  // The workspace: the pieces' partial sums of every plan up to the tokens asked for.
+  for (const MoeShape& s : {MoeShape{256, 6144, 256, 8}, MoeShape{32, 6144, 2048, 8, 256, 0}, MoeShape{256, 6144, 2048, 8}}) {
+    f.shape = s;
+    const int64_t floats = max_split_buffers(f.ctx(), 64, 0, 0).gate_up_floats;
+    for (int64_t t = 1; t <= 64; ++t)
+      for (int bm : {0, 8, 16}) {
+        MoeRunPlan p;
+        ASSERT_TRUE(make_run_plan(f.ctx(), t, bm, 0, &p, nullptr).is_ok());
+        EXPECT_LE(gate_up_split_floats(s, t, std::max(p.gate_up_k_splits, p.gate_up_tail_pieces)), floats)
+            << "T=" << t << " bm " << bm << ": " << p.to_string();
+        EXPECT_EQ(call_workspace_layout(s, FinalizeMode::kDeterministic, p).gu_counters -
+                      call_workspace_layout(s, FinalizeMode::kDeterministic, p).gu_split,
+                  gate_up_split_floats(s, t, std::max(p.gate_up_k_splits, p.gate_up_tail_pieces)) * 4)
+            << "the counters follow the pieces' sums, where the kernels find them";
+      }
+  }
 }
 
 // The cluster decode kernel: a TP shard's step past the direct path with I = 256 takes it on the first 8-token config

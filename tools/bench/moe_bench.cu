@@ -123,6 +123,7 @@ Status run_moe_bench(const MoeBenchOptions& o, MoeBenchDevice* dev, std::vector<
   base.warp_specialized = o.warp_specialized;
   base.cluster_decode = o.cluster_decode;
   base.direct_decode = o.direct_decode;
+  base.gate_up_tail = o.gate_up_tail;
   base.kernel_arch = o.kernel_arch;
   base.programmatic_prefill_finalize = o.programmatic_prefill_finalize;
   {

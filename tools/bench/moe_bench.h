@@ -32,6 +32,7 @@ struct MoeBenchOptions {
   FinalizeMode finalize = FinalizeMode::kDeterministic;  // the main layer's (the per-T note times the others)
   bool cluster_decode = true;          // MoeLayerOptions::cluster_decode of the layers timed
   bool direct_decode = true;           // MoeLayerOptions::direct_decode of the layers timed
+  bool gate_up_tail = true;            // MoeLayerOptions::gate_up_tail of the layers timed
   bool warp_specialized = true;        // MoeLayerOptions::warp_specialized of the layers timed (the per-T note
                                        // also times the other setting where it changes the kernels)
   bool programmatic_prefill_finalize = false;  // MoeLayerOptions::programmatic_prefill_finalize of the layers timed
