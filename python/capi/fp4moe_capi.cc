@@ -60,7 +60,7 @@ const char* fp4moe_build_text(void) {
   return text.c_str();
 }
 
-int fp4moe_layer_create(const int64_t shape[6], const int32_t options[10], const char* tuning_cache,
+int fp4moe_layer_create(const int64_t shape[6], const int32_t options[11], const char* tuning_cache,
                         const void* const w13[3], const void* const w2[3], void* stream, fp4moe_layer** out, char* err,
                         size_t err_len) {
   return guarded(err, err_len, [&]() -> fp4moe::Status {
@@ -81,6 +81,7 @@ int fp4moe_layer_create(const int64_t shape[6], const int32_t options[10], const
     o.kernel_arch = options[7];
     o.direct_decode = options[8] != 0;
     o.cluster_decode = options[9] != 0;
+    o.gate_up_tail = options[10] != 0;
     o.tuning_cache = tuning_cache ? tuning_cache : "";
     auto l = std::make_unique<fp4moe_layer>();
     const fp4moe::Nvfp4ExpertWeights a{w13[0], w13[1], static_cast<const float*>(w13[2])};

@@ -15,7 +15,7 @@
 extern "C" {
 #endif
 
-#define FP4MOE_CAPI_VERSION 3
+#define FP4MOE_CAPI_VERSION 4
 #define FP4MOE_CAPI __attribute__((visibility("default")))
 
 typedef struct fp4moe_layer fp4moe_layer;
@@ -29,10 +29,11 @@ FP4MOE_CAPI const char* fp4moe_build_text(void);
  * global_scale_kind (0 quantize-style gs, 1 ModelOpt dequantize multiplier), finalize (0 deterministic, 1 atomic, 2 deterministic with bf16
  * partials),
  * block_m (0: per call), programmatic_launch, fuse_small_routing, warp_specialized, kernel_arch (0: the device's),
- * direct_decode, cluster_decode (fp4moe::MoeLayerOptions; version 2 added direct_decode, 3 cluster_decode).
+ * direct_decode, cluster_decode, gate_up_tail (fp4moe::MoeLayerOptions; version 2 added direct_decode, 3 cluster_decode,
+ * 4 gate_up_tail).
  * tuning_cache: "" default location, "none", or a path. w13/w2: packed, scales, global_scale device pointers.
  * The layer lives on the current device; init synchronises `stream` once. */
-FP4MOE_CAPI int fp4moe_layer_create(const int64_t shape[6], const int32_t options[10], const char* tuning_cache,
+FP4MOE_CAPI int fp4moe_layer_create(const int64_t shape[6], const int32_t options[11], const char* tuning_cache,
                         const void* const w13[3], const void* const w2[3], void* stream, fp4moe_layer** out, char* err,
                         size_t err_len);
 FP4MOE_CAPI void fp4moe_layer_destroy(fp4moe_layer* layer);

@@ -8,7 +8,7 @@ import os
 from pathlib import Path
 from typing import Optional
 
-CAPI_VERSION = 3
+CAPI_VERSION = 4
 _ERR_LEN = 2048
 
 # fp4moe::StatusCode -> the exception a Python caller gets.

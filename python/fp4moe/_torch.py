@@ -64,7 +64,7 @@ class MoE(torch.nn.Module):
                       num_global_experts: Optional[int] = None, deterministic: bool = True, max_tokens: int = 8192,
                       device: Any = None, w13_scale_2_mismatch: str = "error", tuning_cache: str = "",
                       kernel_arch: int = 0, bf16_partials: bool = False, direct_decode: bool = True,
-                      cluster_decode: bool = True) -> "MoE":
+                      cluster_decode: bool = True, gate_up_tail: bool = True) -> "MoE":
         """A layer from ModelOpt NVFP4 tensors: w13 uint8 [E, 2I, H/2] (gate and up stacked in `gate_up_order`:
         "gate_first" as vLLM, "up_first" as FlashInfer / TensorRT-LLM), w13_scale float8_e4m3fn [E, 2I, H/16],
         w13_scale_2 fp32 [E] or [E, 2] (weight_scale_2, the dequantization multipliers), w2 uint8 [E, H, I/2],
@@ -82,7 +82,9 @@ class MoE(torch.nn.Module):
         the tiled gate_up (the layer's plan decides where; ``False``: the tiled kernels at every step). ``cluster_decode`` (sm_90): a TP
         shard's steps just past those (I = 256: TP8 of the I = 2048 models, 3 and 5 tokens on an H200) run gate_up
         and down as one kernel of thread-block clusters, bit for bit the tiled kernels' sums (``False``: the tiled
-        kernels).
+        kernels). ``gate_up_tail`` (sm_90): a shard's steps of 16 to 64 tokens whose gate_up tiles fill one to three
+        rounds of the GPU's blocks run the last, partial round's tiles as K pieces in a second kernel (``False``: whole,
+        a block each; the same results within the tolerance, each bit-identical run to run).
         """
         if bf16_partials and not deterministic:
             raise ValueError("bf16_partials applies to the deterministic finalize (deterministic=True)")
@@ -134,8 +136,9 @@ class MoE(torch.nn.Module):
             stream = _stream(dev)
             shape = (ctypes.c_int64 * 6)(local, H, I, top_k, G, first)
             mode = (2 if bf16_partials else 0) if deterministic else 1  # fp4moe::FinalizeMode
-            opts = (ctypes.c_int32 * 10)(1 if gate_up_order == "up_first" else 0, 1, mode, 0, 1, 1, 1, kernel_arch,
-                                         1 if direct_decode else 0, 1 if cluster_decode else 0)
+            opts = (ctypes.c_int32 * 11)(1 if gate_up_order == "up_first" else 0, 1, mode, 0, 1, 1, 1, kernel_arch,
+                                         1 if direct_decode else 0, 1 if cluster_decode else 0,
+                                         1 if gate_up_tail else 0)
             p13 = (ctypes.c_void_p * 3)(*(t.data_ptr() for t in ts[:3]))
             p2 = (ctypes.c_void_p * 3)(*(t.data_ptr() for t in ts[3:]))
             layer = ctypes.c_void_p()

@@ -138,14 +138,22 @@ def tp8_step_with_and_without(T, option, plan_text):
     t = random_layer(GLM5["E"], GLM5["H"], GLM5["I"] // 8, g)
     hidden, ids, w = random_inputs(T, GLM5["H"], GLM5["k"], GLM5["E"], g)
     want, tol = reference(t, hidden, ids, w)
-    on = make(t, GLM5["k"], max_tokens=8)
-    off = make(t, GLM5["k"], max_tokens=8, **{option: False})
+    on = make(t, GLM5["k"], max_tokens=max(8, T))
+    off = make(t, GLM5["k"], max_tokens=max(8, T), **{option: False})
     assert plan_text in on.plan(T), on.plan(T)
     assert plan_text not in off.plan(T), off.plan(T)
     outs = [run_checked(moe, hidden, ids, w) for moe in (on, off)]
     for moe, out in zip((on, off), outs):
         assert_close(out, want, tol, moe.plan(T))
     return outs
+
+
+def test_gate_up_tail_is_the_default_for_a_tp8_step_of_64_tokens_and_can_be_turned_off():
+    """A GLM-5 TP8 step of 64 tokens runs gate_up's last, partial round of tiles as K pieces in a second kernel by
+    default (sm_90), those tiles whole with gate_up_tail=False; both match the reference."""
+    if torch.cuda.get_device_capability()[0] != 9:
+        pytest.skip("planned on sm_90 only")
+    tp8_step_with_and_without(64, "gate_up_tail", "in a second kernel")
 
 
 def test_direct_decode_is_the_default_for_a_shard_step_and_can_be_turned_off():
