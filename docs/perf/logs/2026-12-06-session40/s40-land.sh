@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Session 40, calls 5 and 6 (call 6: the committed build, 3ab1125, whose kernels are call 5's by scripts/sass-digest):
-# gate_up's tail kernel as landed (MoeLayerOptions::gate_up_tail, build-tl: fp4moe and tests/fp4moe_gpu_tests, packed here as .device/tl.tgz) against HEAD's CLI (build-sm90/fp4moe in .device/gpu.tgz) and
+# Session 40, call 5: gate_up's tail kernel as landed (MoeLayerOptions::gate_up_tail, build-tl: fp4moe and
+# tests/fp4moe_gpu_tests, packed here as .device/tl.tgz) against cb4a2eb's CLI (build-sm90/fp4moe in .device/gpu.tgz) and
 # against itself with --no-gate-up-tail, alternated twice, each at the layer's own pick: TP8 and EP8 at T=8..128 and the
 # full layer at T=1, 8, 64, each run's chain per pass printed; then every GPU test of build-tl.
 # carry [".device/gpu.tgz", ".device/tl.tgz"].
