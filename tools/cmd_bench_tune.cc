@@ -293,7 +293,8 @@ void add_bench_and_tune(CLI::App& app, int* rc) {
                   "or down and the finalize as one kernel after the tiled gate_up (a TP shard's step of up to 32 pairs)");
   bench->add_flag("--no-gate-up-tail", b->no_gate_up_tail,
                   "sm_90: time gate_up's last partial round of tiles whole, one block each, where the layer would split "
-                  "their K in a second kernel (a decode step of 16 to 64 tokens)");
+                  "their K in a second kernel (a shard's decode step of at most 64 tokens whose gate_up items fill 1 to 3 "
+                  "rounds: T=16..64 on GLM-5's TP8 and EP8)");
   bench->add_flag("--programmatic-prefill-finalize", b->programmatic_prefill_finalize,
                   "sm_90: launch the finalize after a prefill tile's down (block_m >= 64) as a programmatic dependent "
                   "too, where the layer launches it plain (the per-T note times the other setting either way)");

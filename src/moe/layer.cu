@@ -463,10 +463,10 @@ Status MoeLayer::Impl::run(const MoeForwardArgs& a, void* workspace, size_t work
   // gate_up with split K: its arrival counters (kernels/moe_gemm_epilogue.cuh, gate_up_split_fixup) start at zero
   // each call, whatever the workspace held; a memset node, like the atomic finalize's, before the first kernel.
   float* gu_split = reinterpret_cast<float*>(wsp + L.gu_split);
-  // gate_up's tail kernel (MoeRunPlan::gate_up_tail_pieces): its pieces use the split kernels' buffers and counters.
-  // (A phase run without the routing phase has the tables in the workspace, as the routing kernel leaves them.)
-  const bool tail = rp.gate_up_tail_pieces > 0 && (phases & kPhaseGateUp) && !cluster && !fused_routing &&
-                    gu_launch_splits == 1;
+  // gate_up's tail kernel (MoeRunPlan::gate_up_tail_pieces; the plan takes it only after the routing kernel, K whole,
+  // no cluster kernel): its pieces use the split kernels' buffers and counters. (A phase run without the routing phase
+  // has the tables in the workspace, as the routing kernel leaves them.)
+  const bool tail = rp.gate_up_tail_pieces > 0 && (phases & kPhaseGateUp);
   if (tail && ks_gate_up.gate_up_tail == nullptr)
     return Status(StatusCode::kInternal, "the plan has gate_up's tail kernel, which its config does not have");
   if ((phases & kPhaseGateUp) && (gu_launch_splits > 1 || tail) && !cluster) {

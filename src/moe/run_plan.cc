@@ -483,10 +483,10 @@ Status make_run_plan(const PlanContext& c, int64_t num_tokens, int block_m, int 
     p.direct_down = true;
     p.down_k_splits = 1;
   }
+  p.gate_up_tail_pieces = gate_up_tail_pieces(c, p, ch.gate_up);
   // The finalize kernel's launch, once the path is known: plain only after a tiled prefill tile's down on a TP shard, on
   // sm_90's kernels (where it was measured; sm_120's keep the programmatic launch); paths without a finalize kernel
   // keep the field equal to programmatic_launch.
-  p.gate_up_tail_pieces = gate_up_tail_pieces(c, p, ch.gate_up);
   const bool plain_finalize = c.arch == 90 && !p.direct_decode && !p.direct_down && p.block_m >= kPlainFinalizeMinBlockM &&
                               s.intermediate <= kPlainFinalizeMaxDownK && finalize_is_deterministic(o.finalize) &&
                               !o.programmatic_prefill_finalize;

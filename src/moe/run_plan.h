@@ -71,8 +71,8 @@ inline constexpr int64_t kDeepPipelineMaxPairs = 32;
 // the pairs themselves, only up to this many pairs (the range where that was measured faster; bm8, which has no
 // warp-specialized tile, routes up to kMaxFusedRoutingPairs).
 inline constexpr int64_t kFusedOverWarpSpecializedMaxPairs = 32;
-// Above this many tokens the heuristic never splits the down GEMM's K (the items are many; each split adds
-// partial sums).
+// Above this many tokens the heuristic never splits the down GEMM's or gate_up's K, nor runs gate_up's tail kernel
+// (the items are many; each split adds partial sums).
 inline constexpr int64_t kMaxSplitTokens = 64;
 // K pieces per tile of gate_up's last, partial round (MoeLayerOptions::gate_up_tail): 4 was faster than 2 and 8 on
 // GLM-5's TP8 and EP8 shards at T = 16..64 (docs/perf/shards.md, "gate_up's last round as K pieces").

@@ -513,16 +513,13 @@ TEST(MoeShards, Sm120ConfigsMatchTheReferenceOnTheH200) {
   }
 }
 
-// gate_up with its K split (a TP shard's decode step: few N tiles per expert, so few work items), the block that
-// finishes a tile's last K range summing the partials in a fixed order before the SwiGLU: the layer's own choice
-// at TP-like shapes (which must split), forced 2/4/8 at every multistage block size (mma.sync and, with
-// warp_specialized off, wgmma at 32 and 64 tokens), fused and kernel routing, both finalize modes, a split down
-// K too; each against the reference with poisoned outputs and workspace (the arrival counters included, which the
-// layer must zero itself), then a bit-identical rerun and a graph replay (memset node + kernels).
 // gate_up's tail kernel (MoeRunPlan::gate_up_tail_pieces, sm_90): a decode step of the 8-token tile whose gate_up tiles
-// fill one to three rounds of its persistent blocks runs the last, partial round's tiles as K pieces in a second kernel.
-// Against the reference with poisoned outputs, bit-identical reruns and graph replays (the pieces' arrival counters
-// zeroed by every call), phase by phase (gate_up's two kernels without down), and with the tail off.
+// fill one to three rounds of its persistent blocks runs the last, partial round's tiles as K pieces in a second
+// kernel. Each case with the tail on and off on the same inputs: against the reference with poisoned outputs,
+// bit-identical reruns and graph replays (the pieces' arrival counters zeroed by every call), phase by phase; and the
+// two outputs compared bit for bit: different where the call's routing left tiles past gate_up's whole rounds (the
+// pieces sum those tiles' K in another order), identical where it did not (then the first kernel takes every tile, as
+// without the tail kernel, and the tail kernel has no piece).
 TEST(MoeShards, GateUpTailPiecesMatchTheReferenceAndAreDeterministic) {
   FP4MOE_SKIP_WITHOUT_GPU();
   if (testing::compute_capability_major() != 9) GTEST_SKIP() << "gate_up's tail kernel is built for sm_90 only";
@@ -530,15 +527,19 @@ TEST(MoeShards, GateUpTailPiecesMatchTheReferenceAndAreDeterministic) {
   using testing::Routing;
   Case ep{24, 32, 1024, 2048, 8, Routing::kUniform};  // an EP8-like rank: 32 of 256 experts, every pair local
   ep.global_experts = 256;
+  int cases_with_pieces = 0;
   for (const Case& base : {Case{64, 256, 2048, 256, 8, Routing::kUniform},  // GLM-5 TP8-like: about 888 tiles
                            Case{32, 128, 2048, 384, 8, Routing::kSkewed},   // I = 384: 6 N tiles a chunk
                            ep}) {
+    const uint64_t seed = devdata::fresh_seed() % 1000003;
+    std::vector<uint16_t> out[2];
+    int64_t tiles = 0, grid = 0;
     for (bool tail : {true, false}) {
       Case c = base;
       c.gate_up_tail = tail;
       SCOPED_TRACE(c.name());
       testing::Problem p;
-      p.setup(c, devdata::fresh_seed() % 1000003);
+      p.setup(c, seed);
       if (HasFatalFailure()) return;
       MoeRunPlan rp;
       ASSERT_TRUE(p.layer.plan(p.args(), &rp).is_ok());
@@ -553,14 +554,37 @@ TEST(MoeShards, GateUpTailPiecesMatchTheReferenceAndAreDeterministic) {
       if (HasFatalFailure()) return;
       testing::check_against_reference(p);
       if (HasFatalFailure()) return;
-      testing::expect_reruns_bit_identical(p);
+      if (tail) {  // gate_up's tiles of this call: its chunks (block_m rows of an expert) x N tiles
+        const testing::MoeWorkspaceView v = testing::workspace_view(p.layer, p.ws.get(), c.T);
+        std::vector<int32_t> offsets(static_cast<size_t>(c.E + 1));
+        ASSERT_EQ(cudaMemcpy(offsets.data(), v.expert_offsets, offsets.size() * 4, cudaMemcpyDeviceToHost), cudaSuccess);
+        int64_t chunks = 0;
+        for (int64_t e = 0; e < c.E; ++e) chunks += (offsets[e + 1] - offsets[e] + rp.block_m - 1) / rp.block_m;
+        tiles = chunks * (2 * c.I / rp.gate_up.block_n);
+        grid = rp.gate_up.grid;
+      }
+      testing::expect_reruns_bit_identical(p, &out[tail ? 1 : 0]);
       if (HasFatalFailure()) return;
       testing::check_phase_by_phase(p);
       if (HasFatalFailure()) return;
     }
+    const bool pieces = tiles > grid && tiles % grid != 0;
+    cases_with_pieces += pieces;
+    SCOPED_TRACE(base.name() + ": " + std::to_string(tiles) + " gate_up tiles on " + std::to_string(grid) + " blocks");
+    if (pieces)
+      EXPECT_NE(out[1], out[0]) << "the last round's tiles summed in K pieces should change some output bits";
+    else
+      EXPECT_EQ(out[1], out[0]) << "no tile past the whole rounds: the first kernel ran every tile, as without the tail";
   }
+  EXPECT_GE(cases_with_pieces, 2) << "the cases must leave tiles to the tail kernel";
 }
 
+// gate_up with its K split (a TP shard's decode step: few N tiles per expert, so few work items), the block that
+// finishes a tile's last K range summing the partials in a fixed order before the SwiGLU: the layer's own choice
+// at TP-like shapes (which must split), forced 2/4/8 at every multistage block size (mma.sync and, with
+// warp_specialized off, wgmma at 32 and 64 tokens), fused and kernel routing, both finalize modes, a split down
+// K too; each against the reference with poisoned outputs and workspace (the arrival counters included, which the
+// layer must zero itself), then a bit-identical rerun and a graph replay (memset node + kernels).
 TEST(MoeShards, GateUpSplitKMatchesTheReferenceAndIsDeterministic) {
   FP4MOE_SKIP_WITHOUT_GPU();
   using testing::Case;

@@ -408,7 +408,6 @@ TEST(RunPlan, GateUpSplitsFillTheBlocksOfShardDecodeSteps) {
   }
   EXPECT_EQ(max_split_buffers(f.ctx(), 100, 0, 8).gate_up_floats, 8 * 100 * 8 * 512);
   f.shape = MoeShape{256, 6144, 2048, 8};
-  f.options.gate_up_tail = false;
   EXPECT_EQ(max_split_buffers(f.ctx(), 64, 0, 0).gate_up_floats, 0) << "the unsharded layer never splits gate_up";
 }
 
@@ -424,6 +423,8 @@ TEST(RunPlan, GateUpTailTakesTheLastRoundOfShardDecodeSteps) {
       << p64.to_string();
   EXPECT_EQ(f.plan(16).gate_up_tail_pieces, kGateUpTailPieces) << "about 412 items on 264 blocks";
   EXPECT_EQ(f.plan(8).gate_up_tail_pieces, 0) << "228 items on 264 blocks: no whole round (and routing inside)";
+  EXPECT_FALSE(f.plan(12).fused_routing);
+  EXPECT_EQ(f.plan(12).gate_up_tail_pieces, 0) << "the routing kernel, but about 312 items on 396 blocks: no whole round";
   EXPECT_EQ(f.plan(128).gate_up_tail_pieces, 0) << "T > kMaxSplitTokens";
   EXPECT_EQ(f.plan(64, 16).gate_up_tail_pieces, 0) << "the 16-token tile has no tail kernel";
   f.shape = MoeShape{32, 6144, 2048, 8, 256, 0};  // EP8
