@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Prepared in session 40 for an H200 (not run): the shards' and the full layer's tables at HEAD, which has gate_up's
 # tail kernel (the tables in shards.md are cb4a2eb's), with the A/B against cb4a2eb's CLI at the T the tail kernel
-# takes, and the same build with --no-gate-up-tail. Here first (done in session 40 for 0c36e29's code; redo if the
+# takes, and the same build with --no-gate-up-tail. Here first (done in session 40 at 6adb39a's code; redo if the
 # code changed): cp <cb4a2eb's CLI> .device/fp4moe-cb4a2eb, then
 #   FP4MOE_SKIP_WHEEL=1 FP4MOE_BASE_BUILD=.device/fp4moe-cb4a2eb scripts/gpu-build
 # and run this with carry [".device/gpu.tgz"] (about 9 minutes on an H200; on an H100 the A/B and the tests only).
