@@ -142,8 +142,9 @@ struct MoeLayerOptions {
   // K whole, with one to three rounds of work items expected (T=16..64 on GLM-5's TP8 and EP8 shards; never its
   // unsharded layer): gate_up's last, partial round of tiles runs as a second kernel that splits each of those tiles'
   // K in pieces (MoeRunPlan::gate_up_tail_pieces), summed in K order before the SwiGLU as gate_up's K splits are, so
-  // that the pieces spread over the SMs as the whole tiles' blocks leave them. Off: the round's tiles stream whole, one block each. Results agree within the tolerance (the split
-  // tiles' sums in another order); each setting is bit-identical run to run.
+  // that the pieces spread over the SMs as the whole tiles' blocks leave them. Off: the round's tiles stream whole,
+  // one block each. Results agree within the tolerance (the split tiles' sums in another order); each setting is
+  // bit-identical run to run.
   bool gate_up_tail = true;
   // Tuning cache read at init: "" = the default location (tuning.h), "none" = do not read one.
   std::string tuning_cache = "";

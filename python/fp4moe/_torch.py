@@ -83,8 +83,9 @@ class MoE(torch.nn.Module):
         shard's steps just past those (I = 256: TP8 of the I = 2048 models, 3 and 5 tokens on an H200) run gate_up
         and down as one kernel of thread-block clusters, bit for bit the tiled kernels' sums (``False``: the tiled
         kernels). ``gate_up_tail`` (sm_90): a shard's steps of at most 64 tokens whose gate_up tiles fill one to
-        three rounds of the GPU's blocks (16 to 64 tokens on GLM-5's TP8 and EP8 shards) run the last, partial round's tiles as K pieces in a second kernel (``False``: whole,
-        a block each; the same results within the tolerance, each bit-identical run to run).
+        three rounds of the GPU's blocks (16 to 64 tokens on GLM-5's TP8 and EP8 shards) run the last, partial
+        round's tiles as K pieces in a second kernel (``False``: whole, a block each; the same results within the
+        tolerance, each bit-identical run to run).
         """
         if bf16_partials and not deterministic:
             raise ValueError("bf16_partials applies to the deterministic finalize (deterministic=True)")

@@ -267,15 +267,16 @@ int64_t gate_up_split_floats(const MoeShape& s, int64_t num_tokens, int splits) 
   return splits > 1 ? splits * num_tokens * s.top_k * 2 * s.intermediate : 0;
 }
 
+int64_t gate_up_split_floats(const MoeShape& s, const MoeRunPlan& p) {
+  return gate_up_split_floats(s, p.num_tokens, std::max(p.gate_up_k_splits, p.gate_up_tail_pieces));
+}
+
 WorkspaceLayout call_workspace_layout(const MoeShape& s, FinalizeMode mode, const MoeRunPlan& p) {
   // (the tables and the SwiGLU rows only: no partial buffer, whatever the finalize mode)
   if (p.direct_decode) return workspace_layout(s, FinalizeMode::kDeterministic, p.num_tokens, 0);
-  // (gate_up's split buffers: its K splits, or its tail kernel's pieces)
-  const int gu_splits = std::max(p.gate_up_k_splits, p.gate_up_tail_pieces);
-  if (p.direct_down)  // (no partial sums)
-    return workspace_layout(s, FinalizeMode::kDeterministic, p.num_tokens, 0, gate_up_split_floats(s, p.num_tokens, gu_splits));
-  return workspace_layout(s, mode, p.num_tokens, p.num_tokens * s.top_k * p.down_k_splits,
-                          gate_up_split_floats(s, p.num_tokens, gu_splits));
+  if (p.direct_down)  // (gate_up's split buffers, no partial sums)
+    return workspace_layout(s, FinalizeMode::kDeterministic, p.num_tokens, 0, gate_up_split_floats(s, p));
+  return workspace_layout(s, mode, p.num_tokens, p.num_tokens * s.top_k * p.down_k_splits, gate_up_split_floats(s, p));
 }
 
 namespace {
@@ -538,8 +539,7 @@ SplitBuffers max_split_buffers(const PlanContext& c, int64_t max_tokens, int dow
       MoeRunPlan p;
       if (!make_run_plan(c, t, bm, 0, &p, nullptr).is_ok()) continue;
       b.partial_rows = std::max(b.partial_rows, t * s.top_k * p.down_k_splits);
-      b.gate_up_floats =
-          std::max(b.gate_up_floats, gate_up_split_floats(s, t, std::max(p.gate_up_k_splits, p.gate_up_tail_pieces)));
+      b.gate_up_floats = std::max(b.gate_up_floats, gate_up_split_floats(s, p));
     }
   for (const auto& [bucket, choice] : *c.tuned)
     if (bucket / 2 < max_tokens)

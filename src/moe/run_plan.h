@@ -187,6 +187,8 @@ int heuristic_gate_up_k_splits(const PlanContext& c, int64_t num_tokens, int ind
 int gate_up_tail_pieces(const PlanContext& c, const MoeRunPlan& p, int gate_up_index);
 // gate_up's split-K partial sums of a call: splits x T x k x 2I fp32 values (0 without splits).
 int64_t gate_up_split_floats(const MoeShape& s, int64_t num_tokens, int splits);
+// Those of the call `p` plans: its gate_up K splits, or its tail kernel's pieces (the plan has one or the other).
+int64_t gate_up_split_floats(const MoeShape& s, const MoeRunPlan& p);
 // The workspace layout of the call `p` plans (its T, down and gate_up K splits).
 WorkspaceLayout call_workspace_layout(const MoeShape& s, FinalizeMode mode, const MoeRunPlan& p);
 

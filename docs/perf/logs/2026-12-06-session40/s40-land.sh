@@ -3,16 +3,18 @@
 # tests/fp4moe_gpu_tests, packed here as .device/tl.tgz) against cb4a2eb's CLI (build-sm90/fp4moe in .device/gpu.tgz) and
 # against itself with --no-gate-up-tail, alternated twice, each at the layer's own pick: TP8 and EP8 at T=8..128 and the
 # full layer at T=1, 8, 64, each run's chain per pass printed; then every GPU test of build-tl.
-# carry [".device/gpu.tgz", ".device/tl.tgz"].
+# carry [".device/gpu.tgz", ".device/tl.tgz"]. (next-call.sh runs it on other builds: NEW and BASE name the two
+# build folders, ARCHIVES what to unpack, TEST_FILTER the GPU tests, PACK=0 leaves $OUT unpacked.)
 set -uo pipefail
-tar xzf .device/gpu.tgz && tar xzf .device/tl.tgz
+NEW=${NEW:-build-tl} BASE=${BASE:-build-sm90}
+for a in ${ARCHIVES:-.device/gpu.tgz .device/tl.tgz}; do tar xzf $a; done
 . scripts/gpu-env
 nvidia-smi --query-gpu=name,clocks.sm,clocks.mem,power.draw,temperature.gpu --format=csv > $OUT/smi.txt 2>&1
 cat $OUT/smi.txt
 L=$OUT/ab; mkdir -p $L
 for r in 1 2; do
   for v in base tl tlno; do
-    bin=build-tl/fp4moe; [ $v = base ] && bin=build-sm90/fp4moe
+    bin=$NEW/fp4moe; [ $v = base ] && bin=$BASE/fp4moe
     flag=(); [ $v = tlno ] && flag=(--no-gate-up-tail)
     for s in tp8 ep8 full; do
       case $s in tp8) a="--tp 8"; t="8 16 24 32 48 64 128";; ep8) a="--ep 8"; t="8 16 24 32 48 64 128";; full) a=""; t="1 8 64";; esac
@@ -22,8 +24,10 @@ for r in 1 2; do
   done
 done
 left=$(( ${FP4MOE_CALL_LIMIT:-570} - SECONDS ))
-echo "GPU tests of build-tl, $left s left"
-[ $left -gt 30 ] && timeout $left build-tl/tests/fp4moe_gpu_tests > $OUT/gpu-tests-tl.log 2>&1; echo "tests rc $?"
+echo "GPU tests of $NEW, $left s left"
+[ $left -gt 30 ] && timeout $left $NEW/tests/fp4moe_gpu_tests --gtest_filter="${TEST_FILTER:-*}" > $OUT/gpu-tests-tl.log 2>&1
+echo "tests rc $?"
 grep -E "^\[  (PASSED|FAILED)|FAILED  \]|tests ran" $OUT/gpu-tests-tl.log | head -20
 grep -A3 "GateUpTailPieces" $OUT/gpu-tests-tl.log | head -8
-cd $OUT && tar czf /tmp/a.tgz . && find . -mindepth 1 -delete && mv /tmp/a.tgz . && ls -la
+[ "${PACK:-1}" = 1 ] && cd $OUT && tar czf /tmp/a.tgz . && find . -mindepth 1 -delete && mv /tmp/a.tgz . && ls -la
+exit 0
