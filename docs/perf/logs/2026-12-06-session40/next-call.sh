@@ -2,7 +2,7 @@
 # Prepared in session 40 for an H200 (not run): the shards' and the full layer's tables at HEAD, which has gate_up's
 # tail kernel (the tables in shards.md are cb4a2eb's), with s40-land.sh's A/B against cb4a2eb's CLI and without the
 # tail, and the shard GPU tests (session 40 strengthened the tail kernel's: tail on and off compared bit for bit; not
-# run yet). Here first (done in session 40 at 6adb39a's code; redo if the code changed): cp <cb4a2eb's CLI>
+# run yet). Here first (done in session 40 at 095ebd9's code; redo if the code changed): cp <cb4a2eb's CLI>
 # .device/fp4moe-cb4a2eb, then
 #   FP4MOE_SKIP_WHEEL=1 FP4MOE_BASE_BUILD=.device/fp4moe-cb4a2eb scripts/gpu-build
 # and run this with carry [".device/gpu.tgz"] (about 9 minutes on an H200; on an H100 the A/B and the tests only).
