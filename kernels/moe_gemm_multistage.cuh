@@ -200,9 +200,12 @@ __device__ __forceinline__ void moe_gemm_body(const MoeGemmParams& p, const MoeG
     }
   }
   ptx::cp_async_wait<0>();
-  // kTail: the whole-tile kernel has finished (above). Block 0 waits even without a piece, so that one block does.
+  // kTail: block 0 alone waits for the whole-tile kernel (the griddep_wait at the top is skipped for kTail). This grid
+  // then completes only after that kernel has, and its writes are visible, so down's wait for this grid covers both;
+  // the other blocks leave their SMs to down's blocks as soon as their piece is stored (measured faster than every
+  // block with a piece waiting: docs/perf/shards.md, "gate_up's last round as K pieces").
   if constexpr (kTail)
-    if (my_items > 0 || blockIdx.x == 0) ptx::griddep_wait();
+    if (blockIdx.x == 0) ptx::griddep_wait();
 }
 
 // The body is compiled only for the architecture the config was planned for (its shared-memory layout
