@@ -1,4 +1,5 @@
-// The grouped GEMMs' work-item walk: a block's items as (chunk, N tile, K range) advanced without divisions.
+// The grouped GEMMs' work-item walk: a block's items as (chunk, N tile, K range) advanced without divisions; and
+// which tiles gate_up's whole-tile kernel leaves to its tail kernel.
 // SPDX-License-Identifier: Apache-2.0
 //
 // Host and device code include it (tests/unit/test_item_walk.cc checks it against the divisions it replaces).
@@ -31,5 +32,10 @@ struct ItemWalk {
     if (nt >= n_tiles) nt -= n_tiles, ++chunk;
   }
 };
+
+// The tiles a whole-tile gate_up kernel of `grid` blocks takes when gate_up's tail kernel follows it
+// (kernels/moe_gemm_multistage.cuh, kTail): its whole rounds, or every tile where there are fewer than `grid` (the tail
+// kernel then has no piece). The tail kernel takes the tiles past them.
+FP4MOE_HD constexpr int whole_gate_up_tiles(int tiles, int grid) { return tiles < grid ? tiles : tiles / grid * grid; }
 
 }  // namespace fp4moe::kernels

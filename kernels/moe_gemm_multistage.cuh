@@ -18,12 +18,6 @@
 
 namespace fp4moe::kernels {
 
-// The tiles a whole-tile gate_up kernel of `grid` blocks takes when a tail kernel follows it: its whole rounds, or
-// every tile where there are fewer than `grid` (the tail kernel then has nothing to do).
-__device__ __forceinline__ int whole_gate_up_tiles(int tiles, int grid) {
-  return tiles < grid ? tiles : tiles / grid * grid;
-}
-
 // kFusedRouting (at most kBlockRoutingMaxPairs pairs; the decode tiles, whose layout has the tables): the chunk
 // table and the permutation come from block_routing over `ex.routing` (warp 0 computes them into this block's
 // shared memory) instead of the routing kernel's tables in global memory; gate_up's block 0 also writes its

@@ -1,4 +1,5 @@
-// Unit test of the grouped GEMMs' work-item walk (kernels/moe_gemm_items.h) against the divisions it replaces.
+// Unit test of the grouped GEMMs' work-item walk (kernels/moe_gemm_items.h) against the divisions it replaces, and of
+// the tiles gate_up's whole-tile kernel leaves to its tail kernel.
 // SPDX-License-Identifier: Apache-2.0
 #include <gtest/gtest.h>
 
@@ -28,6 +29,22 @@ TEST(ItemWalk, EqualsTheDivisionsForEveryBlockOfEveryGrid) {
         }
       }
   EXPECT_GT(checked, 250000);
+}
+
+// gate_up's whole-tile kernel takes its grid's whole rounds of tiles (the tail kernel the rest), or every tile when
+// there are fewer than its blocks: GLM-5's TP8 step of 64 tokens (888 tiles on 396 blocks) leaves 96 to the tail.
+TEST(ItemWalk, WholeGateUpTilesAreTheGridsWholeRounds) {
+  static_assert(whole_gate_up_tiles(888, 396) == 792);
+  EXPECT_EQ(whole_gate_up_tiles(228, 264), 228) << "fewer tiles than blocks: all of them, no tail";
+  EXPECT_EQ(whole_gate_up_tiles(792, 396), 792) << "whole rounds only: no tail";
+  EXPECT_EQ(whole_gate_up_tiles(0, 396), 0);
+  for (int grid : {1, 132, 264, 396})
+    for (int tiles = 0; tiles < 5 * grid; tiles += 7) {
+      const int whole = whole_gate_up_tiles(tiles, grid);
+      ASSERT_LE(whole, tiles);
+      ASSERT_LT(tiles - whole, grid) << "the tail is less than a round";
+      ASSERT_TRUE(tiles < grid ? whole == tiles : whole % grid == 0) << tiles << " tiles, grid " << grid;
+    }
 }
 
 }  // namespace
