@@ -7,35 +7,13 @@
 # tables (fp4moe bench --tp 8 / --ep 8 --markdown at the layer's own pick) with the time left.
 # carry [".device/gpu.tgz", ".device/b0.tgz"].
 set -uo pipefail
-for a in .device/gpu.tgz .device/b0.tgz; do tar xzf $a; done
-. scripts/gpu-env
-LIMIT=${FP4MOE_CALL_LIMIT:-580}
-nvidia-smi --query-gpu=name,clocks.sm,clocks.mem,power.draw,temperature.gpu --format=csv > $OUT/smi.txt 2>&1
-cat $OUT/smi.txt
-timeout 150 build-sm90/tests/fp4moe_gpu_tests --gtest_filter='MoeShards.*:PlannerGpu.*:MoeDirect.*' > $OUT/gpu-tests.log 2>&1
-echo "tests rc $? [$SECONDS s]"
-grep -E "^\[  (PASSED|FAILED)|FAILED  \]|tests ran" $OUT/gpu-tests.log | head -20
-grep -A2 "RUN.*GateUpTailPieces" $OUT/gpu-tests.log | head -6
-L=$OUT/ab; mkdir -p $L
-for r in 1 2; do
-  for v in tl tlno b0; do
-    bin=build-sm90/fp4moe; [ $v = b0 ] && bin=build-b0/fp4moe
-    flag=(); [ $v = tlno ] && flag=(--no-gate-up-tail)
-    for s in tp8 ep8; do
-      a="--tp 8"; [ $s = ep8 ] && a="--ep 8"
-      FP4MOE_PRINT_PLANS=1 $bin bench $a --tokens 16 24 32 48 64 --block-m 8 --iters 20 "${flag[@]}" \
-        --json $L/$s-$v-$r.json > $L/$s-$v-$r.log 2>&1
-      echo "$s-$v-$r $(scripts/bench-summary $L/$s-$v-$r.log | cut -d'|' -f1) [$SECONDS s]"
-    done
-  done
-done
-if grep -q H200 $OUT/smi.txt; then
-  for s in tp8 ep8; do
-    a="--tp 8"; [ $s = ep8 ] && a="--ep 8"
-    left=$(( LIMIT - SECONDS )); [ $left -gt 40 ] || break
-    timeout $left build-sm90/fp4moe bench $a --tokens 1 2 3 4 5 6 8 16 32 64 128 256 512 1024 2048 4096 8192 16384 \
-      --json $OUT/bench-$s.json --markdown $OUT/bench-$s.md > $OUT/bench-$s.log 2>&1
-    echo "bench $s rc $? [$SECONDS s]"
-  done
-fi
-cd $OUT && tar czf /tmp/all.tgz . && find . -mindepth 1 -delete && mv /tmp/all.tgz . && ls -la
+. docs/perf/logs/2026-12-06-session41/s41-lib.sh
+S41_SMI_FIELDS=name,clocks.sm,clocks.mem,power.draw,temperature.gpu s41_start .device/gpu.tgz .device/b0.tgz
+s41_tests 'MoeShards.*:PlannerGpu.*:MoeDirect.*'
+V_NAMES=(tl tlno b0)
+declare -A V_BIN=([tl]=build-sm90/fp4moe [tlno]=build-sm90/fp4moe [b0]=build-b0/fp4moe) V_FLAGS=([tlno]=--no-gate-up-tail) V_ENV=()
+S_NAMES=(tp8 ep8)
+declare -A S_ARGS=([tp8]="--tp 8" [ep8]="--ep 8") S_TOKENS=([tp8]="16 24 32 48 64" [ep8]="16 24 32 48 64")
+AB_ARGS="--block-m 8 --iters 20" AB_ENV=FP4MOE_PRINT_PLANS=1 s41_ab
+s41_tables ${FP4MOE_CALL_LIMIT:-580}
+s41_pack
