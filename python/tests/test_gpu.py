@@ -110,6 +110,18 @@ def make(t, k, **kw):
                                     t["w2_scale_2"], top_k=k, device=DEV, tuning_cache="none", **kw)
 
 
+def with_nan_allocation(like, call):
+    """call() right after a NaN block the size of `like` is freed on the current stream: the caching allocator hands
+    that block to the next allocation of the size, the allocating op's output (torch.empty_like), so an element the op
+    leaves unwritten stays NaN and fails the caller's comparison with the reference."""
+    poison = torch.full_like(like, float("nan"))
+    ptr = poison.data_ptr()
+    del poison
+    out = call()
+    assert out.data_ptr() == ptr, "the output did not reuse the NaN block: this check would prove nothing"
+    return out
+
+
 def run_checked(moe, hidden, ids, weights):
     out = torch.full_like(hidden, float("nan"))
     moe(hidden, ids, weights, out=out)
@@ -287,20 +299,24 @@ def test_torch_compile_fullgraph_moe_block():
     moe = make(t, k, max_tokens=64)
     router = (torch.randn(E, H, device=DEV, generator=g) / H ** 0.5).to(torch.bfloat16)
 
-    def block(x):
+    def block(x, out=None):
         logits = (x @ router.T).float()
         vals, ids = logits.topk(k, dim=-1)
         weights = torch.softmax(vals, dim=-1)
-        return moe(x, ids.to(torch.int32), weights)
+        return moe(x, ids.to(torch.int32), weights, out=out)
 
     x = torch.randn(T, H, device=DEV, generator=g).to(torch.bfloat16)
-    eager = block(x)
+    # Into NaN outputs (the op with out=, eager and compiled), so that an element left unwritten fails the comparison;
+    # and the allocating op compiled.
+    eager = block(x, torch.full_like(x, float("nan")))
     compiled = torch.compile(block, fullgraph=True)
-    got = compiled(x)
+    got = compiled(x, torch.full_like(x, float("nan")))
+    got_alloc = compiled(x)
     logits = (x @ router.T).float()
     vals, ids = logits.topk(k, dim=-1)
     want, tol = reference(t, x, ids.to(torch.int32), torch.softmax(vals, dim=-1))
     assert_close(got, want, tol, "compiled block")
+    assert_close(got_alloc, want, tol, "compiled block, allocating")
     assert_close(eager, want, tol, "eager block")
 
 
@@ -337,7 +353,7 @@ def test_runs_on_the_current_stream_and_t_zero():
     s = torch.cuda.Stream()
     s.wait_stream(torch.cuda.current_stream())
     with torch.cuda.stream(s):
-        out = moe(hidden, ids, w)
+        out = with_nan_allocation(hidden, lambda: moe(hidden, ids, w))
     s.synchronize()
     want, tol = reference(t, hidden, ids, w)
     assert_close(out, want, tol, "side stream")

@@ -56,9 +56,18 @@ class DeviceBuffer {
   template <class T> bool upload(const std::vector<T>& h) const {
     return h.size() * sizeof(T) <= bytes_ && cudaMemcpy(p_, h.data(), h.size() * sizeof(T), cudaMemcpyHostToDevice) == cudaSuccess;
   }
+  // A failed or oversized copy fails the calling test (and returns an empty vector), so that a caller looping over
+  // the result cannot pass by checking nothing.
   template <class T> std::vector<T> download(size_t n) const {
     std::vector<T> h(n);
-    if (cudaMemcpy(h.data(), p_, n * sizeof(T), cudaMemcpyDeviceToHost) != cudaSuccess) h.clear();
+    if (n * sizeof(T) > bytes_) {
+      ADD_FAILURE() << "download of " << n * sizeof(T) << " bytes from a buffer of " << bytes_;
+      h.clear();
+    } else if (const cudaError_t e = cudaMemcpy(h.data(), p_, n * sizeof(T), cudaMemcpyDeviceToHost); e != cudaSuccess) {
+      ADD_FAILURE() << "cudaMemcpy to the host: " << cudaGetErrorString(e);
+      cudaGetLastError();
+      h.clear();
+    }
     return h;
   }
 

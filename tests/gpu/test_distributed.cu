@@ -224,6 +224,19 @@ void run_partial(const MoeLayer& l, int dev, const RoutingInputs& in, int64_t T,
   CUDA_OK(cudaSetDevice(0));
 }
 
+// Pair p's SwiGLU row as a rank computed it (columns first .. first + got.size() of the full layer's) matches the
+// reference's gate_up of that pair within its tolerance: the reference's down below is built from these rows, so a
+// wrong row would otherwise move the reference with the output.
+void expect_act_matches(const reference::MoeReferenceInput& ri, int64_t p, int64_t k, const std::vector<uint16_t>& got,
+                        int64_t first) {
+  const reference::PairActivation ref = reference::reference_gate_up(ri, p / k, p % k);
+  for (size_t j = 0; j < got.size(); ++j) {
+    const size_t c = static_cast<size_t>(first) + j;
+    ASSERT_TRUE(testing::matches(bf16_to_float(got[j]), ref.act[c], ref.act_tol[c]))
+        << "pair " << p << ", SwiGLU column " << c << ": " << bf16_to_float(got[j]) << " against " << ref.act[c];
+  }
+}
+
 // Tensor parallelism over 2-4 GPUs, tokens replicated (all-reduce): every rank ends with the same output, which
 // matches the full layer; a rerun is bit-identical.
 TEST(Distributed, TensorParallelRanksMatchTheFullLayer) {
@@ -280,7 +293,13 @@ TEST(Distributed, TensorParallelRanksMatchTheFullLayer) {
       std::map<int64_t, std::vector<uint16_t>> a;
       run_partial(layers[static_cast<size_t>(i)].local(), i, in, T, H, Is, k, &partials[static_cast<size_t>(i)], &a);
       if (HasFatalFailure()) return;
-      for (const auto& [p, v] : a) std::copy(v.begin(), v.end(), act[static_cast<size_t>(p)].begin() + i * Is);
+      EXPECT_EQ(static_cast<int64_t>(a.size()), T * k) << "rank " << i << " holds every pair's slice";
+      for (const auto& [p, v] : a) {
+        // The rank's SwiGLU columns against the full layer's reference (its slice i * Is ..), before they feed it.
+        expect_act_matches(ri, p, k, v, i * Is);
+        if (HasFatalFailure()) return;
+        std::copy(v.begin(), v.end(), act[static_cast<size_t>(p)].begin() + i * Is);
+      }
     }
     expect_matches(outs[0], partials, reference::reference_down(ri, act), 0, world);
   }
@@ -338,7 +357,11 @@ TEST(Distributed, ExpertParallelRanksMatchTheFullLayer) {
       std::map<int64_t, std::vector<uint16_t>> a;
       run_partial(layers[static_cast<size_t>(i)].local(), i, all, Tall, H, I, k, &partials[static_cast<size_t>(i)], &a);
       if (HasFatalFailure()) return;
-      for (auto& [p, v] : a) act[static_cast<size_t>(p)] = v;
+      for (auto& [p, v] : a) {
+        expect_act_matches(ri, p, k, v, 0);  // the rank's own pairs' SwiGLU rows against the reference
+        if (HasFatalFailure()) return;
+        act[static_cast<size_t>(p)] = v;
+      }
       if (only_rank0 && i > 0)
         for (uint16_t b : partials[static_cast<size_t>(i)]) ASSERT_EQ(b & 0x7FFF, 0) << "rank " << i << " must add zeros";
     }

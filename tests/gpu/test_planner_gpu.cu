@@ -36,11 +36,12 @@ TEST(PlannerGpu, CudaFuncAttributesMatchThePlanForEveryShippedConfig) {
     EXPECT_EQ(plan->blocks_per_sm, c.blocks_per_sm) << "__launch_bounds__ vs the planner's blocks per SM";
     EXPECT_EQ(plan->smem.total, c.smem_bytes);
     for (auto fn : set.all()) {
+      // The runtime accepts the catalogue's dynamic shared memory for this kernel (it refuses a size that, with the
+      // kernel's static shared memory, exceeds the block's opt-in limit).
       CUDA_OK(cudaFuncSetAttribute(reinterpret_cast<const void*>(fn), cudaFuncAttributeMaxDynamicSharedMemorySize,
                                    static_cast<int>(c.smem_bytes)));
       cudaFuncAttributes attr{};
       CUDA_OK(cudaFuncGetAttributes(&attr, reinterpret_cast<const void*>(fn)));
-      EXPECT_EQ(attr.maxDynamicSharedSizeBytes, plan->smem.total) << "block_m " << c.tile.block_m;
       // The cubins report 1 KB of static shared memory for every kernel, empty ones too (the runtime's
       // per-block reservation); anything above it would be shared memory outside the planner's layout.
       EXPECT_LE(attr.sharedSizeBytes, static_cast<size_t>(arch->reserved_smem_per_block)) << "static shared memory";

@@ -101,8 +101,8 @@ TEST(QuantizeGpu, RoundingMidpointsTieToEvenOnDevice) {
     for (float v : vals) bits.push_back(float_to_bf16(v));
   Nvfp4Matrix ref;
   ASSERT_TRUE(quantize_nvfp4_bf16(bits.data(), 3, 16, 1.0f, ScaleLayout::kLinear, &ref).is_ok());
-  DeviceBuffer in(bits.size() * 2), packed(24), scales(3), gs(4), ws(16);
-  ASSERT_TRUE(in.upload(bits) && packed.poison() && gs.upload(std::vector<float>{1.0f}));
+  DeviceBuffer in(bits.size() * 2), packed(24), scales(3), gs(4);
+  ASSERT_TRUE(in.upload(bits) && packed.poison() && scales.poison() && gs.upload(std::vector<float>{1.0f}));
   QuantizeNvfp4Args a;
   a.input = in.get();
   a.rows = 3;
@@ -110,13 +110,29 @@ TEST(QuantizeGpu, RoundingMidpointsTieToEvenOnDevice) {
   a.packed = packed.get();
   a.scales = scales.get();
   a.global_scale = gs.as<float>();
+  ASSERT_TRUE(QuantizeNvfp4::can_implement(a).is_ok());
+  DeviceBuffer ws(QuantizeNvfp4::workspace_size(a));
+  ASSERT_TRUE(ws.poison());
   ASSERT_TRUE(QuantizeNvfp4::run(a, ws.get(), ws.bytes(), nullptr).is_ok());
   ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
   const auto got = packed.download<uint8_t>(24);
+  const auto got_s = scales.download<uint8_t>(3);
+  ASSERT_EQ(got.size(), 24u);
+  ASSERT_EQ(got_s.size(), 3u);
   for (int i = 0; i < 24; ++i) EXPECT_EQ(got[static_cast<size_t>(i)], ref.packed[static_cast<size_t>(i)]) << "byte " << i;
-  // And the values themselves: 0.25->0, 0.75->1, 1.25->1, 1.75->2, 2.5->2, 3.5->4, 5->4.
-  const float want[8] = {6, 0, 1, 1, 2, 2, 4, 4};
-  for (int j = 0; j < 8; ++j) EXPECT_EQ(e2m1_to_float(ref.code(0, j)), want[j]) << j;
+  for (int r = 0; r < 3; ++r) EXPECT_EQ(got_s[static_cast<size_t>(r)], 0x38) << "row " << r << "'s scale: 1.0 as UE4M3";
+  // And the GPU's values themselves, decoded from its bytes: 0.25->0, 0.75->1, 1.25->1, 1.75->2, 2.5->2, 3.5->4, 5->4
+  // (ties to even), the negatives alike, 0.1->0.
+  Nvfp4Matrix dev = ref;
+  dev.packed = got;
+  dev.scales = got_s;
+  const float want[16] = {6, 0, 1, 1, 2, 2, 4, 4, -0.0f, -1, -1, -2, -2, -4, -4, 0};
+  for (int r = 0; r < 3; ++r)
+    for (int j = 0; j < 16; ++j) {
+      const float v = e2m1_to_float(dev.code(r, j));
+      EXPECT_EQ(v, want[j]) << "row " << r << ", element " << j << " (" << vals[j] << ")";
+      EXPECT_EQ(std::signbit(v), std::signbit(want[j])) << "row " << r << ", element " << j;
+    }
 }
 
 TEST(QuantizeGpu, NonFiniteInputIsReported) {

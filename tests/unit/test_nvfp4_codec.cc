@@ -39,18 +39,18 @@ TEST(E2M1, AllSixteenCodesBothWays) {
 }
 
 TEST(E2M1, MidpointsTieToEven) {
-  struct Case { float in; float out; };
-  const Case cases[] = {{0.25f, 0.0f}, {0.75f, 1.0f}, {1.25f, 1.0f}, {1.75f, 2.0f},
-                        {2.5f, 2.0f},  {3.5f, 4.0f},  {5.0f, 4.0f}};
+  // Each midpoint between two neighbouring E2M1 values (lo, hi): on it the even code, just below it lo, just above hi.
+  struct Case { float in; float lo; float hi; float out; };
+  const Case cases[] = {{0.25f, 0.0f, 0.5f, 0.0f}, {0.75f, 0.5f, 1.0f, 1.0f}, {1.25f, 1.0f, 1.5f, 1.0f},
+                        {1.75f, 1.5f, 2.0f, 2.0f}, {2.5f, 2.0f, 3.0f, 2.0f},  {3.5f, 3.0f, 4.0f, 4.0f},
+                        {5.0f, 4.0f, 6.0f, 4.0f}};
   for (const Case& c : cases) {
     EXPECT_EQ(e2m1_to_float(float_to_e2m1(c.in)), c.out) << c.in;
     EXPECT_EQ(e2m1_to_float(float_to_e2m1(-c.in)), -c.out) << -c.in;
-    // Just off the midpoint goes to the nearer value.
-    EXPECT_EQ(e2m1_to_float(float_to_e2m1(std::nextafter(c.in, 0.0f))) <= c.out, true) << c.in;
+    EXPECT_EQ(e2m1_to_float(float_to_e2m1(std::nextafter(c.in, 0.0f))), c.lo) << "just below " << c.in;
+    EXPECT_EQ(e2m1_to_float(float_to_e2m1(std::nextafter(c.in, 9.0f))), c.hi) << "just above " << c.in;
+    EXPECT_EQ(e2m1_to_float(float_to_e2m1(-std::nextafter(c.in, 9.0f))), -c.hi) << "just below " << -c.in;
   }
-  EXPECT_EQ(e2m1_to_float(float_to_e2m1(std::nextafter(0.25f, 1.0f))), 0.5f);
-  EXPECT_EQ(e2m1_to_float(float_to_e2m1(std::nextafter(5.0f, 9.0f))), 6.0f);
-  EXPECT_EQ(e2m1_to_float(float_to_e2m1(std::nextafter(0.75f, 0.0f))), 0.5f);
 }
 
 TEST(E2M1, SaturatesPastSix) {

@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# Session 42, call 1: the test-audit mends (tests only; the library and kernels as faed2e7's). scripts/gpu-suite's
+# tests and nccl sections (every C++ GPU and unit test, the one-rank NCCL tests), the Python tests against the source
+# tree's package with the GPU test build's C ABI and CLI (no wheel: the package's code is unchanged), then three
+# rounds of the TP8 and EP8 shards at T=2048 and 4096 (the issue-18 points) at the layer's pick there, the 128-token
+# tile (--block-m 128), each run with its own read probe and cuBLAS.
+# carry [".device/gpu.tgz"].
+set -uo pipefail
+tar xzf .device/gpu.tgz
+FP4MOE_SUITE="tests nccl" TAIL=8 timeout 300 scripts/gpu-suite
+echo "suite rc $? [$SECONDS s]"
+. scripts/gpu-env
+PYBIN=python3
+"$PYBIN" -c 'import torch' 2>/dev/null || PYBIN=/opt/torch/.venv/bin/python3
+PYTHONPATH=python FP4MOE_CAPI_LIBRARY=build-sm90/python/libfp4moe_capi.so FP4MOE_CLI=build-sm90/fp4moe \
+  timeout 150 "$PYBIN" -m pytest -q -rs -p no:cacheprovider python/tests > "$OUT/py-tests.log" 2>&1
+echo "pytest rc $? [$SECONDS s]"; tail -8 "$OUT/py-tests.log"
+mkdir -p "$OUT/prefill"
+for r in 1 2 3; do
+  for s in tp8 ep8; do
+    a="--tp 8"; [ $s = ep8 ] && a="--ep 8"
+    # shellcheck disable=SC2086
+    timeout 40 build-sm90/fp4moe bench $a --block-m 128 --tokens 2048 4096 --json "$OUT/prefill/$s-$r.json" > "$OUT/prefill/$s-$r.log" 2>&1
+    echo "$s round $r rc $? [$SECONDS s]"; grep -E "^ +(2048|4096) " "$OUT/prefill/$s-$r.log" | cut -c1-150
+  done
+done
+cd "$OUT" && tar czf /tmp/all.tgz . && find . -mindepth 1 -delete && mv /tmp/all.tgz . && ls -la
