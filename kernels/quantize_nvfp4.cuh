@@ -12,6 +12,8 @@ namespace fp4moe::kernels {
 
 // Bits of the workspace's error word.
 inline constexpr uint32_t kErrNonFiniteInput = 1u;
+// The caller's global scale is not finite, positive and normal (the host codec's validate_global_scale rule).
+inline constexpr uint32_t kErrBadGlobalScale = 2u;
 
 // Max of |x| over the tensor as the bits of a non-negative float. |bf16| bit patterns (sign cleared)
 // order like the values they encode, so the reduction runs on integers; the float is the bits << 16.
@@ -64,6 +66,8 @@ __global__ void quantize_nvfp4_kernel(QuantizeNvfp4Params p) {
   float gs;
   if (p.gs_in != nullptr) {
     gs = *p.gs_in;
+    // (one thread reports it; both comparisons are false for NaN, and they leave out 0, subnormals, negatives and Inf)
+    if (u == 0 && !(gs >= 1.17549435e-38f && gs <= 3.40282347e38f)) atomicOr(p.error_flags, kErrBadGlobalScale);
   } else {
     gs = nvfp4_global_scale(__uint_as_float(*p.amax_bits));
     if (u == 0 && p.gs_out != nullptr) *p.gs_out = gs;

@@ -32,7 +32,8 @@ class QuantizeNvfp4 {
   // Enqueues the work on `stream`; no allocation, no host synchronisation.
   static Status run(const QuantizeNvfp4Args& args, void* workspace, size_t workspace_bytes, cudaStream_t stream);
   // Synchronises `stream` and reports device-side errors recorded in the workspace by the last run
-  // (non-finite input). Optional: call it when you can afford the sync.
+  // (non-finite input; a given global scale that is not finite, positive and normal). Optional: call it when you
+  // can afford the sync.
   static Status check(const void* workspace, cudaStream_t stream);
 };
 

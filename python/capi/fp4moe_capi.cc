@@ -44,6 +44,8 @@ int guarded(char* err, size_t len, F&& f) {
     return fail(fp4moe::Status(fp4moe::StatusCode::kResourceExhausted, "out of host memory"), err, len);
   } catch (const std::exception& e) {
     return fail(fp4moe::Status(fp4moe::StatusCode::kInternal, e.what()), err, len);
+  } catch (...) {
+    return fail(fp4moe::Status(fp4moe::StatusCode::kInternal, "an unknown exception"), err, len);
   }
 }
 
@@ -56,8 +58,13 @@ extern "C" {
 int fp4moe_capi_version(void) { return FP4MOE_CAPI_VERSION; }
 
 const char* fp4moe_build_text(void) {
-  static const std::string text = fp4moe::build_text();
-  return text.c_str();
+  // (a failure to build the text, out of host memory, gives an empty string rather than an exception across the ABI)
+  try {
+    static const std::string text = fp4moe::build_text();
+    return text.c_str();
+  } catch (...) {
+    return "";
+  }
 }
 
 int fp4moe_layer_create(const int64_t shape[6], const int32_t options[11], const char* tuning_cache,
@@ -66,7 +73,6 @@ int fp4moe_layer_create(const int64_t shape[6], const int32_t options[11], const
   return guarded(err, err_len, [&]() -> fp4moe::Status {
     if (shape == nullptr || options == nullptr || w13 == nullptr || w2 == nullptr || out == nullptr)
       return fp4moe::invalid_argument("fp4moe_layer_create: a pointer argument is null");
-    *out = nullptr;
     const fp4moe::MoeShape s{shape[0], shape[1], shape[2], shape[3], shape[4], shape[5]};
     fp4moe::MoeLayerOptions o;
     o.gate_up_order = options[0] ? fp4moe::GateUpOrder::kUpFirst : fp4moe::GateUpOrder::kGateFirst;
@@ -156,6 +162,10 @@ int fp4moe_quantize(const void* input, int64_t rows, int64_t k, void* packed, vo
     a.compute_global_scale = true;
     return fp4moe::QuantizeNvfp4::run(a, workspace, workspace_bytes, as_stream(stream));
   });
+}
+
+int fp4moe_quantize_check(const void* workspace, void* stream, char* err, size_t err_len) {
+  return guarded(err, err_len, [&]() { return fp4moe::QuantizeNvfp4::check(workspace, as_stream(stream)); });
 }
 
 }  // extern "C"

@@ -15,7 +15,7 @@
 extern "C" {
 #endif
 
-#define FP4MOE_CAPI_VERSION 4
+#define FP4MOE_CAPI_VERSION 5
 #define FP4MOE_CAPI __attribute__((visibility("default")))
 
 typedef struct fp4moe_layer fp4moe_layer;
@@ -30,7 +30,7 @@ FP4MOE_CAPI const char* fp4moe_build_text(void);
  * partials),
  * block_m (0: per call), programmatic_launch, fuse_small_routing, warp_specialized, kernel_arch (0: the device's),
  * direct_decode, cluster_decode, gate_up_tail (fp4moe::MoeLayerOptions; version 2 added direct_decode, 3 cluster_decode,
- * 4 gate_up_tail).
+ * 4 gate_up_tail; 5 added fp4moe_quantize_check).
  * tuning_cache: "" default location, "none", or a path. w13/w2: packed, scales, global_scale device pointers.
  * The layer lives on the current device; init synchronises `stream` once. */
 FP4MOE_CAPI int fp4moe_layer_create(const int64_t shape[6], const int32_t options[11], const char* tuning_cache,
@@ -53,6 +53,8 @@ FP4MOE_CAPI int fp4moe_layer_plan(const fp4moe_layer* layer, int64_t num_tokens,
 FP4MOE_CAPI size_t fp4moe_quantize_workspace_size(void);
 FP4MOE_CAPI int fp4moe_quantize(const void* input, int64_t rows, int64_t k, void* packed, void* scales, float* global_scale,
                     void* workspace, size_t workspace_bytes, void* stream, char* err, size_t err_len);
+/* Synchronises `stream`; reports what the last fp4moe_quantize into `workspace` found (Inf or NaN input). Version 5. */
+FP4MOE_CAPI int fp4moe_quantize_check(const void* workspace, void* stream, char* err, size_t err_len);
 
 #ifdef __cplusplus
 }

@@ -8,7 +8,7 @@ import os
 from pathlib import Path
 from typing import Optional
 
-CAPI_VERSION = 4
+CAPI_VERSION = 5
 _ERR_LEN = 2048
 
 # fp4moe::StatusCode -> the exception a Python caller gets.
@@ -64,6 +64,7 @@ def lib() -> ctypes.CDLL:
         "fp4moe_quantize_workspace_size": (ctypes.c_size_t, []),
         "fp4moe_quantize": (ctypes.c_int, [c_vp, ctypes.c_int64, ctypes.c_int64, c_vp, c_vp, c_vp, c_vp,
                                            ctypes.c_size_t, c_vp, ctypes.c_char_p, ctypes.c_size_t]),
+        "fp4moe_quantize_check": (ctypes.c_int, [c_vp, c_vp, ctypes.c_char_p, ctypes.c_size_t]),
     }
     for name, (res, args) in sig.items():
         f = getattr(l, name)

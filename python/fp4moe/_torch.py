@@ -126,6 +126,13 @@ class MoE(torch.nn.Module):
             raise ValueError(f"gate_up_order must be 'gate_first' or 'up_first', got {gate_up_order!r}")
         if not isinstance(max_tokens, int) or max_tokens < 1:
             raise ValueError(f"max_tokens must be a positive int, got {max_tokens!r}")
+        # The C ABI takes these as int64 / int32 (ctypes would wrap larger values silently): the layer's own checks
+        # then see the value given or none at all.
+        for name, v in (("top_k", top_k), ("max_tokens", max_tokens), ("num_global_experts", G), ("expert_range", first)):
+            if isinstance(v, bool) or not isinstance(v, int) or not -2 ** 63 <= v < 2 ** 63:
+                raise ValueError(f"{name} must be an int that fits in 64 bits, got {v!r}")
+        if isinstance(kernel_arch, bool) or not isinstance(kernel_arch, int) or not 0 <= kernel_arch < 2 ** 31:
+            raise ValueError(f"kernel_arch must be 0 (the device's) or an sm number such as 120, got {kernel_arch!r}")
         ts = [w13, w13_scale, w13_scale_2, w2, w2_scale, w2_scale_2]
         if E_t == G and local != G:
             ts = [t[first:last] for t in ts]
@@ -294,10 +301,12 @@ def _(hidden: torch.Tensor, topk_ids: torch.Tensor, topk_weights: torch.Tensor, 
     return None
 
 
-def quantize_nvfp4(x: torch.Tensor) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """NVFP4 of a bf16 CUDA tensor [rows, K] (K a multiple of 16) with fp4moe's recipe, on the current stream
-    without synchronising: (packed uint8 [rows, K/2], scales float8_e4m3fn [rows, K/16], global_scale fp32 []) in
-    the ModelOpt layout, global_scale being weight_scale_2 (x ~= e2m1 * scale * global_scale)."""
+def quantize_nvfp4(x: torch.Tensor, check: bool = True) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """NVFP4 of a bf16 CUDA tensor [rows, K] (K a multiple of 16) with fp4moe's recipe, on the current stream:
+    (packed uint8 [rows, K/2], scales float8_e4m3fn [rows, K/16], global_scale fp32 []) in the ModelOpt layout,
+    global_scale being weight_scale_2 (x ~= e2m1 * scale * global_scale). With ``check`` (the default) it synchronises
+    the stream and raises ValueError where x holds Inf or NaN (NVFP4 cannot represent them); ``check=False`` does not
+    synchronise, and the outputs of such an x are undefined. An x of no rows gives empty codes and a global_scale of 1."""
     if not isinstance(x, torch.Tensor):
         raise TypeError(f"x must be a torch.Tensor, got {type(x).__name__}")
     if x.dtype != torch.bfloat16:
@@ -308,6 +317,10 @@ def quantize_nvfp4(x: torch.Tensor) -> Tuple[torch.Tensor, torch.Tensor, torch.T
         raise ValueError(f"x must be [rows, K] with K a positive multiple of 16, got {tuple(x.shape)}")
     x = x.contiguous()
     rows, k = x.shape
+    if rows == 0:  # (no kernel runs, so nothing would write the global scale)
+        return (torch.empty(0, k // 2, dtype=torch.uint8, device=x.device),
+                torch.empty(0, k // 16, dtype=torch.uint8, device=x.device).view(torch.float8_e4m3fn),
+                torch.ones((), dtype=torch.float32, device=x.device))
     packed = torch.empty(rows, k // 2, dtype=torch.uint8, device=x.device)
     scales = torch.empty(rows, k // 16, dtype=torch.uint8, device=x.device)
     gs = torch.empty((), dtype=torch.float32, device=x.device)
@@ -317,4 +330,7 @@ def quantize_nvfp4(x: torch.Tensor) -> Tuple[torch.Tensor, torch.Tensor, torch.T
     with torch.cuda.device(x.device):
         _capi.check(lib.fp4moe_quantize(_ptr(x), rows, k, _ptr(packed), _ptr(scales), _ptr(gs), _ptr(ws), ws.numel(),
                                         _stream(x.device), err, len(err)), err, "fp4moe.quantize_nvfp4")
+        if check:
+            _capi.check(lib.fp4moe_quantize_check(_ptr(ws), _stream(x.device), err, len(err)), err,
+                        "fp4moe.quantize_nvfp4")
     return packed, scales.view(torch.float8_e4m3fn), 1.0 / gs

@@ -448,6 +448,10 @@ def test_bad_weights_raise_at_construction():
         make(random_layer(4, 512, 96, g), 2)
     with pytest.raises(ValueError):  # top_k above E
         make(t, 5)
+    with pytest.raises(ValueError, match="64 bits"):  # would wrap to 2 in the C ABI's int64
+        make(t, 2 ** 64 + 2)
+    with pytest.raises(ValueError, match="kernel_arch"):  # would wrap to 120 in its int32
+        make(t, 2, kernel_arch=2 ** 32 + 120)
     s2 = torch.stack([t["w13_scale_2"], t["w13_scale_2"] * 2], 1)
     with pytest.raises(ValueError, match="differ"):
         make(dict(t, w13_scale_2=s2), 2)
@@ -486,6 +490,19 @@ def test_quantize_nvfp4_round_trip_and_a_quantized_layer():
         fp4moe.quantize_nvfp4(x[:, :24])
     with pytest.raises(TypeError, match="bfloat16"):
         fp4moe.quantize_nvfp4(x.float())
+    # Inf or NaN input is reported (the check synchronises); without the check the call returns without a sync
+    bad = x.clone()
+    bad[7, 100] = float("inf")
+    with pytest.raises(ValueError, match="Inf or NaN"):
+        fp4moe.quantize_nvfp4(bad)
+    bad[7, 100] = float("nan")
+    with pytest.raises(ValueError, match="Inf or NaN"):
+        fp4moe.quantize_nvfp4(bad)
+    fp4moe.quantize_nvfp4(bad, check=False)
+    fp4moe.quantize_nvfp4(x)  # (a clean call afterwards passes its check)
+    # no rows: empty codes, and a global scale that is 1, not an unwritten value
+    p0, s0, m0 = fp4moe.quantize_nvfp4(x[:0])
+    assert p0.shape == (0, 512) and s0.shape == (0, 64) and s0.dtype == torch.float8_e4m3fn and float(m0) == 1.0
 
 
 def test_from_safetensors_matches_from_modelopt(tmp_path):

@@ -6,6 +6,7 @@
 #include <utility>
 
 #include "src/cuda/cuda_util.h"
+#include "src/util/no_throw.h"
 #include "src/moe/workspace.h"
 
 namespace fp4moe {
@@ -35,6 +36,9 @@ struct DistributedMoeLayer::Impl {
 
   // Tokens the local layer runs for a call of T tokens on this rank: all ranks' where they are sharded.
   int64_t all_tokens(int64_t T) const { return d.tokens == TokenLayout::kSharded ? T * world : T; }
+  // Whether all_tokens(T) is representable (and so the byte counts from it, which the local layer bounds further):
+  // T x world must not wrap where the tokens are sharded.
+  bool tokens_ok(int64_t T) const { return T >= 0 && (d.tokens != TokenLayout::kSharded || T <= (int64_t{1} << 40) / world); }
 
   // kSharded: the gathered inputs and the whole output of the world x T tokens sit at the end of the workspace;
   // the local layer's workspace is everything before them (`local_bytes`).
@@ -68,17 +72,35 @@ struct DistributedMoeLayer::Impl {
     return g;
   }
 
-  // Everything a call is rejected for, before anything is enqueued.
-  Status check(const MoeForwardArgs& a, const void* workspace, size_t bytes, int current_device) const {
+  // Everything a call is rejected for, before anything is enqueued: what the local layer's run would reject too
+  // (its plan and pointers, the workspace's size and alignment, the stream's device), so that no rank queues a
+  // collective and then fails.
+  Status check(const MoeForwardArgs& a, const void* workspace, size_t bytes, int current_device, cudaStream_t stream) const {
     if (current_device != device)
       return invalid_argument("the current device (" + std::to_string(current_device) + ") is not rank " +
                               std::to_string(rank) + "'s (" + std::to_string(device) + ")");
+    if (!tokens_ok(a.num_tokens))
+      return invalid_argument("num_tokens " + std::to_string(a.num_tokens) + " on " + std::to_string(world) +
+                              " ranks: the gathered count must be in [0, 2^40]");
     // The call the local layer runs (the gathered T where tokens are sharded) with this rank's own pointers: its
     // plan (T, block_m, splits) and the pointers' rules; then its workspace, which that plan sizes.
     MoeForwardArgs g = a;
     g.num_tokens = all_tokens(a.num_tokens);
     FP4MOE_RETURN_IF_ERROR(layer.can_implement(g));
-    if (workspace == nullptr && a.num_tokens > 0) return invalid_argument("workspace is null");
+    if (a.num_tokens > 0) FP4MOE_RETURN_IF_ERROR(detail::check_device_pointer(workspace, kAlign, "workspace"));
+    // The stream's device, as the local layer checks it (not while capturing: cudaStreamGetDevice would invalidate
+    // the capture).
+    if (a.num_tokens > 0) {
+      cudaStreamCaptureStatus capturing = cudaStreamCaptureStatusNone;
+      FP4MOE_CUDA_TRY(cudaStreamIsCapturing(stream, &capturing));
+      if (capturing == cudaStreamCaptureStatusNone) {
+        int stream_dev = -1;
+        FP4MOE_CUDA_TRY(cudaStreamGetDevice(stream, &stream_dev));
+        if (stream_dev != device)
+          return invalid_argument("the stream belongs to device " + std::to_string(stream_dev) + "; rank " +
+                                  std::to_string(rank) + "'s layer lives on device " + std::to_string(device));
+      }
+    }
     const size_t need = layer.workspace_size(g);
     const Layout l = layout(a.num_tokens, static_cast<int64_t>(bytes));
     if (bytes < static_cast<size_t>(l.gathered) || static_cast<size_t>(l.local_bytes) < need)
@@ -120,34 +142,38 @@ DistributedMoeLayer& DistributedMoeLayer::operator=(DistributedMoeLayer&&) noexc
 Status DistributedMoeLayer::init(ncclComm_t comm, const MoeShape& local, const MoeLayerOptions& options,
                                  const DistributedMoeOptions& d, const Nvfp4ExpertWeights& w13,
                                  const Nvfp4ExpertWeights& w2, cudaStream_t stream) {
-  if (comm == nullptr) return invalid_argument("DistributedMoeLayer::init: comm is null");
-  if (d.tokens != TokenLayout::kReplicated && d.tokens != TokenLayout::kSharded)
-    return invalid_argument("DistributedMoeOptions::tokens is not a TokenLayout");
-  auto impl = std::make_unique<Impl>();
-  impl->comm = comm;
-  impl->d = d;
-  FP4MOE_NCCL_TRY(ncclCommCount(comm, &impl->world), comm, "comm count");
-  FP4MOE_NCCL_TRY(ncclCommUserRank(comm, &impl->rank), comm, "comm rank");
-  FP4MOE_NCCL_TRY(ncclCommCuDevice(comm, &impl->device), comm, "comm device");
-  int current = -1;
-  FP4MOE_CUDA_TRY(cudaGetDevice(&current));
-  if (current != impl->device)
-    return invalid_argument("the communicator's rank " + std::to_string(impl->rank) + " is on device " +
-                            std::to_string(impl->device) + "; the current device is " + std::to_string(current));
-  FP4MOE_RETURN_IF_ERROR(impl->layer.init(local, options, w13, w2, stream));
-  impl_ = std::move(impl);
-  return Status::ok();
+  return detail::no_throw([&]() -> Status {
+    if (comm == nullptr) return invalid_argument("DistributedMoeLayer::init: comm is null");
+    if (d.tokens != TokenLayout::kReplicated && d.tokens != TokenLayout::kSharded)
+      return invalid_argument("DistributedMoeOptions::tokens is not a TokenLayout");
+    auto impl = std::make_unique<Impl>();
+    impl->comm = comm;
+    impl->d = d;
+    FP4MOE_NCCL_TRY(ncclCommCount(comm, &impl->world), comm, "comm count");
+    FP4MOE_NCCL_TRY(ncclCommUserRank(comm, &impl->rank), comm, "comm rank");
+    FP4MOE_NCCL_TRY(ncclCommCuDevice(comm, &impl->device), comm, "comm device");
+    int current = -1;
+    FP4MOE_CUDA_TRY(cudaGetDevice(&current));
+    if (current != impl->device)
+      return invalid_argument("the communicator's rank " + std::to_string(impl->rank) + " is on device " +
+                              std::to_string(impl->device) + "; the current device is " + std::to_string(current));
+    FP4MOE_RETURN_IF_ERROR(impl->layer.init(local, options, w13, w2, stream));
+    impl_ = std::move(impl);
+    return Status::ok();
+  });
 }
 
 size_t DistributedMoeLayer::workspace_size(int64_t max_tokens) const {
-  if (!impl_ || max_tokens < 0) return 0;
+  if (!impl_ || !impl_->tokens_ok(max_tokens)) return 0;
   const Impl& m = *impl_;
+  const size_t local = m.layer.workspace_size(m.all_tokens(max_tokens));
+  if (local == 0 && max_tokens > 0) return 0;  // (a step the local layer cannot take)
   const Impl::Layout l = m.layout(max_tokens, 0);
-  return static_cast<size_t>(aligned(static_cast<int64_t>(m.layer.workspace_size(m.all_tokens(max_tokens)))) + l.gathered);
+  return static_cast<size_t>(aligned(static_cast<int64_t>(local)) + l.gathered);
 }
 
 size_t DistributedMoeLayer::workspace_size(const MoeForwardArgs& a) const {
-  if (!impl_ || a.num_tokens < 0) return 0;
+  if (!impl_ || !impl_->tokens_ok(a.num_tokens)) return 0;
   const Impl& m = *impl_;
   MoeForwardArgs g = a;
   g.num_tokens = m.all_tokens(a.num_tokens);
@@ -157,80 +183,84 @@ size_t DistributedMoeLayer::workspace_size(const MoeForwardArgs& a) const {
 }
 
 Status DistributedMoeLayer::run(const MoeForwardArgs& a, void* workspace, size_t bytes, cudaStream_t stream) const {
-  if (!impl_) return invalid_argument("DistributedMoeLayer is not initialised (call init first)");
-  int current = -1;
-  FP4MOE_CUDA_TRY(cudaGetDevice(&current));
-  FP4MOE_RETURN_IF_ERROR(impl_->check(a, workspace, bytes, current));
-  if (a.num_tokens == 0) return Status::ok();
-  auto* ws = static_cast<uint8_t*>(workspace);
-  const Impl::Layout l = impl_->layout(a.num_tokens, static_cast<int64_t>(bytes));
-  FP4MOE_RETURN_IF_ERROR(impl_->dispatch(a, ws, l, stream));
-  const MoeForwardArgs g = impl_->local_args(a, ws, l);
-  FP4MOE_RETURN_IF_ERROR(impl_->layer.run(g, ws, static_cast<size_t>(l.local_bytes), stream));
-  return impl_->combine(a, ws, l, stream);
+  return detail::no_throw([&]() -> Status {
+    if (!impl_) return invalid_argument("DistributedMoeLayer is not initialised (call init first)");
+    int current = -1;
+    FP4MOE_CUDA_TRY(cudaGetDevice(&current));
+    FP4MOE_RETURN_IF_ERROR(impl_->check(a, workspace, bytes, current, stream));
+    if (a.num_tokens == 0) return Status::ok();
+    auto* ws = static_cast<uint8_t*>(workspace);
+    const Impl::Layout l = impl_->layout(a.num_tokens, static_cast<int64_t>(bytes));
+    FP4MOE_RETURN_IF_ERROR(impl_->dispatch(a, ws, l, stream));
+    const MoeForwardArgs g = impl_->local_args(a, ws, l);
+    FP4MOE_RETURN_IF_ERROR(impl_->layer.run(g, ws, static_cast<size_t>(l.local_bytes), stream));
+    return impl_->combine(a, ws, l, stream);
+  });
 }
 
 Status DistributedMoeLayer::run_group(const std::vector<const DistributedMoeLayer*>& layers,
                                       const std::vector<MoeForwardArgs>& args, const std::vector<void*>& workspaces,
                                       const std::vector<size_t>& workspace_bytes, const std::vector<cudaStream_t>& streams) {
-  const size_t n = layers.size();
-  if (n == 0 || args.size() != n || workspaces.size() != n || workspace_bytes.size() != n || streams.size() != n)
-    return invalid_argument("run_group: layers, args, workspaces, workspace_bytes and streams must have one entry per rank");
-  int saved = -1;
-  FP4MOE_CUDA_TRY(cudaGetDevice(&saved));
-  // Everything checked on every rank before any rank enqueues anything.
-  Status bad;
-  for (size_t i = 0; i < n && bad.is_ok(); ++i) {
-    if (layers[i] == nullptr || !layers[i]->impl_) {
-      bad = invalid_argument("run_group: rank entry " + std::to_string(i) + " is not an initialised layer");
-      break;
+  return detail::no_throw([&]() -> Status {
+    const size_t n = layers.size();
+    if (n == 0 || args.size() != n || workspaces.size() != n || workspace_bytes.size() != n || streams.size() != n)
+      return invalid_argument("run_group: layers, args, workspaces, workspace_bytes and streams must have one entry per rank");
+    int saved = -1;
+    FP4MOE_CUDA_TRY(cudaGetDevice(&saved));
+    // Everything checked on every rank before any rank enqueues anything.
+    Status bad;
+    for (size_t i = 0; i < n && bad.is_ok(); ++i) {
+      if (layers[i] == nullptr || !layers[i]->impl_) {
+        bad = invalid_argument("run_group: rank entry " + std::to_string(i) + " is not an initialised layer");
+        break;
+      }
+      if (args[i].num_tokens != args[0].num_tokens) {
+        bad = invalid_argument("run_group: every rank must run the same T (" + std::to_string(args[0].num_tokens) +
+                               " and " + std::to_string(args[i].num_tokens) + ")");
+        break;
+      }
+      const cudaError_t e = cudaSetDevice(layers[i]->impl_->device);
+      if (e != cudaSuccess) bad = Status(StatusCode::kCudaError, std::string("cudaSetDevice: ") + cudaGetErrorString(e));
+      else bad = layers[i]->impl_->check(args[i], workspaces[i], workspace_bytes[i], layers[i]->impl_->device, streams[i]);
     }
-    if (args[i].num_tokens != args[0].num_tokens) {
-      bad = invalid_argument("run_group: every rank must run the same T (" + std::to_string(args[0].num_tokens) +
-                             " and " + std::to_string(args[i].num_tokens) + ")");
-      break;
-    }
-    const cudaError_t e = cudaSetDevice(layers[i]->impl_->device);
-    if (e != cudaSuccess) bad = Status(StatusCode::kCudaError, std::string("cudaSetDevice: ") + cudaGetErrorString(e));
-    else bad = layers[i]->impl_->check(args[i], workspaces[i], workspace_bytes[i], layers[i]->impl_->device);
-  }
-  auto restore = [&](Status s) {
-    cudaSetDevice(saved);
-    return s;
-  };
-  if (!bad.is_ok() || args[0].num_tokens == 0) return restore(bad);
-  // Phase by phase: a group's collectives start at ncclGroupEnd, so the kernels of a phase are enqueued between the
-  // groups, in stream order after the dispatch and before the combine.
-  std::vector<Impl::Layout> l(n);
-  for (size_t i = 0; i < n; ++i) l[i] = layers[i]->impl_->layout(args[i].num_tokens, static_cast<int64_t>(workspace_bytes[i]));
-  auto ws = [&](size_t i) { return static_cast<uint8_t*>(workspaces[i]); };
-  auto grouped = [&](auto&& phase, const char* what) -> Status {
-    if (const ncclResult_t r = ncclGroupStart(); r != ncclSuccess) return nccl_status(r, nullptr, what);
-    Status st;
-    for (size_t i = 0; i < n && st.is_ok(); ++i) st = phase(i);
-    const ncclResult_t r = ncclGroupEnd();
-    if (!st.is_ok()) return st;
-    return nccl_status(r, nullptr, what);
-  };
-  Status st = grouped(
-      [&](size_t i) {
-        cudaSetDevice(layers[i]->impl_->device);
-        return layers[i]->impl_->dispatch(args[i], ws(i), l[i], streams[i]);
-      },
-      "group of dispatches");
-  for (size_t i = 0; i < n && st.is_ok(); ++i) {
-    FP4MOE_CUDA_TRY(cudaSetDevice(layers[i]->impl_->device));
-    const Impl& m = *layers[i]->impl_;
-    st = m.layer.run(m.local_args(args[i], ws(i), l[i]), ws(i), static_cast<size_t>(l[i].local_bytes), streams[i]);
-  }
-  if (st.is_ok())
-    st = grouped(
+    auto restore = [&](Status s) {
+      cudaSetDevice(saved);
+      return s;
+    };
+    if (!bad.is_ok() || args[0].num_tokens == 0) return restore(bad);
+    // Phase by phase: a group's collectives start at ncclGroupEnd, so the kernels of a phase are enqueued between the
+    // groups, in stream order after the dispatch and before the combine.
+    std::vector<Impl::Layout> l(n);
+    for (size_t i = 0; i < n; ++i) l[i] = layers[i]->impl_->layout(args[i].num_tokens, static_cast<int64_t>(workspace_bytes[i]));
+    auto ws = [&](size_t i) { return static_cast<uint8_t*>(workspaces[i]); };
+    auto grouped = [&](auto&& phase, const char* what) -> Status {
+      if (const ncclResult_t r = ncclGroupStart(); r != ncclSuccess) return nccl_status(r, nullptr, what);
+      Status st;
+      for (size_t i = 0; i < n && st.is_ok(); ++i) st = phase(i);
+      const ncclResult_t r = ncclGroupEnd();
+      if (!st.is_ok()) return st;
+      return nccl_status(r, nullptr, what);
+    };
+    Status st = grouped(
         [&](size_t i) {
           cudaSetDevice(layers[i]->impl_->device);
-          return layers[i]->impl_->combine(args[i], ws(i), l[i], streams[i]);
+          return layers[i]->impl_->dispatch(args[i], ws(i), l[i], streams[i]);
         },
-        "group of combines");
-  return restore(st);
+        "group of dispatches");
+    for (size_t i = 0; i < n && st.is_ok(); ++i) {
+      FP4MOE_CUDA_TRY(cudaSetDevice(layers[i]->impl_->device));
+      const Impl& m = *layers[i]->impl_;
+      st = m.layer.run(m.local_args(args[i], ws(i), l[i]), ws(i), static_cast<size_t>(l[i].local_bytes), streams[i]);
+    }
+    if (st.is_ok())
+      st = grouped(
+          [&](size_t i) {
+            cudaSetDevice(layers[i]->impl_->device);
+            return layers[i]->impl_->combine(args[i], ws(i), l[i], streams[i]);
+          },
+          "group of combines");
+    return restore(st);
+  });
 }
 
 int DistributedMoeLayer::rank() const { return impl_ ? impl_->rank : -1; }

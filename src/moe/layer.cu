@@ -19,6 +19,7 @@
 #include "kernels/moe_finalize.cuh"
 #include "kernels/moe_routing.cuh"
 #include "src/cuda/cuda_util.h"
+#include "src/util/no_throw.h"
 #include "src/moe/kernel_registry.h"
 #include "src/moe/prepack.h"
 #include "src/moe/run_plan.h"
@@ -154,121 +155,123 @@ Status MoeLayer::can_implement(const MoeShape& s, const MoeLayerOptions& o) { re
 
 Status MoeLayer::init(const MoeShape& shape, const MoeLayerOptions& options, const Nvfp4ExpertWeights& w13,
                       const Nvfp4ExpertWeights& w2, cudaStream_t stream) {
-  FP4MOE_RETURN_IF_ERROR(can_implement(shape, options));
-  for (const auto* w : {&w13, &w2}) {
-    const char* name = w == &w13 ? "w13" : "w2";
-    if (!w->packed || !w->scales || !w->global_scale)
-      return invalid_argument(std::string(name) + ": packed, scales and global_scale must all be set");
-    FP4MOE_RETURN_IF_ERROR(detail::check_device_pointer(w->global_scale, 4, "global_scale"));
-  }
-  auto impl = std::make_unique<Impl>();
-  impl->shape = shape;
-  impl->options = options;
-  const char* print = std::getenv("FP4MOE_PRINT_PLANS");
-  impl->print_plans = print != nullptr && *print != '\0' && std::string(print) != "0";
-  FP4MOE_CUDA_TRY(cudaGetDevice(&impl->device));
-  cudaDeviceProp prop{};
-  FP4MOE_CUDA_TRY(cudaGetDeviceProperties(&prop, impl->device));
-  const int cc = prop.major * 10 + prop.minor;
-  impl->arch = kernel_arch_family(cc);
-  impl->sms = prop.multiProcessorCount;
-  // The sm_120 configs on an sm_90 device (MoeLayerOptions::kernel_arch), one block per SM as on the 100 KB parts.
-  const bool emulate = options.kernel_arch != 0 && options.kernel_arch != impl->arch;
-  if (emulate) {
-    if (!(options.kernel_arch == 120 && impl->arch == 90 && detail::sm120_configs_run_on_sm90()))
-      return unsupported("kernel_arch " + std::to_string(options.kernel_arch) + " cannot run on sm_" + std::to_string(cc) +
-                         " in this build (only the sm_120 configs, on sm_90, in a build with FP4MOE_SM120_ON_SM90)");
-    impl->arch = options.kernel_arch;
-  }
-  for (const auto& set : detail::moe_kernel_sets()) {
-    if (set.config.cc != impl->arch) continue;
-    if (set.config.tile.family == KernelFamily::kWarpSpecialized && !options.warp_specialized) continue;
-    for (auto fn : set.all())
-      FP4MOE_CUDA_TRY(cudaFuncSetAttribute(reinterpret_cast<const void*>(fn), cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                           static_cast<int>(set.config.smem_bytes)));
-    if (set.cluster_decode != nullptr)
-      FP4MOE_CUDA_TRY(cudaFuncSetAttribute(reinterpret_cast<const void*>(set.cluster_decode),
-                                           cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                           static_cast<int>(set.config.smem_bytes)));
-    int occ = 0;
-    FP4MOE_CUDA_TRY(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&occ, reinterpret_cast<const void*>(set.gate_up),
-                                                                  set.config.threads, set.config.smem_bytes));
-    // A warp-specialized set that cannot be resident (a GPU with less shared memory or fewer registers than
-    // planned) is skipped: the layer keeps the multistage kernels of that block_m.
-    if (occ < 1 && set.config.tile.family == KernelFamily::kWarpSpecialized) continue;
-    if (occ < 1)
-      return Status(StatusCode::kResourceExhausted, "kernel config block_m=" + std::to_string(set.config.tile.block_m) +
-                                                        " cannot be resident on this GPU");
-    if (emulate) occ = std::min(occ, set.config.blocks_per_sm);
-    // The cluster decode kernel's clusters of this shape's size that are resident at once (they stay inside a GPC).
-    int clusters = 0;
-    const int cluster_blocks = set.cluster_decode == nullptr
-                                   ? 0
-                                   : detail::cluster_decode_blocks(shape, set.config.tile.block_n,
-                                                                   set.config.tile.block_k, set.config.stages);
-    if (cluster_blocks > 0 && !emulate && options.cluster_decode) {
-      cudaLaunchConfig_t cfg{};
-      cfg.gridDim = dim3(static_cast<unsigned>(cluster_blocks));
-      cfg.blockDim = dim3(static_cast<unsigned>(set.config.threads));
-      cfg.dynamicSmemBytes = static_cast<size_t>(set.config.smem_bytes);
-      cudaLaunchAttribute attr{};
-      attr.id = cudaLaunchAttributeClusterDimension;
-      attr.val.clusterDim.x = static_cast<unsigned>(cluster_blocks);
-      attr.val.clusterDim.y = attr.val.clusterDim.z = 1;
-      cfg.attrs = &attr;
-      cfg.numAttrs = 1;
-      // A device or driver that cannot say (MIG, MPS, no cluster support) gets none: the tiled kernels, not a failed init.
-      if (cudaOccupancyMaxActiveClusters(&clusters, reinterpret_cast<const void*>(set.cluster_decode), &cfg) != cudaSuccess) {
-        clusters = 0;
-        (void)cudaGetLastError();  // (the query's error is not sticky; clear it for the caller's next check)
-      }
+  return detail::no_throw([&]() -> Status {
+    FP4MOE_RETURN_IF_ERROR(can_implement(shape, options));
+    for (const auto* w : {&w13, &w2}) {
+      const char* name = w == &w13 ? "w13" : "w2";
+      if (!w->packed || !w->scales || !w->global_scale)
+        return invalid_argument(std::string(name) + ": packed, scales and global_scale must all be set");
+      FP4MOE_RETURN_IF_ERROR(detail::check_device_pointer(w->global_scale, 4, "global_scale"));
     }
-    impl->sets.push_back(&set);
-    impl->resident.push_back(detail::ResidentConfig{set.config, occ * impl->sms, clusters});
-  }
-  if (impl->resident.empty()) {
-    std::string built;
-    for (const auto& t : built_cuda_targets()) built += (built.empty() ? "sm_" : ", sm_") + t;
-    return unsupported("this build has no MoE kernels for sm_" + std::to_string(cc) + " (built for " +
-                       (built.empty() ? std::string("no GPU arch") : built) + ")");
-  }
-  for (const void* k : {reinterpret_cast<const void*>(kernels::moe_direct_gate_up_kernel<false>),
-                        reinterpret_cast<const void*>(kernels::moe_direct_gate_up_kernel<true>),
-                        reinterpret_cast<const void*>(kernels::moe_direct_down_kernel<false>),
-                        reinterpret_cast<const void*>(kernels::moe_direct_down_kernel<true>),
-                        reinterpret_cast<const void*>(kernels::moe_direct_down_kernel<false, true>),
-                        reinterpret_cast<const void*>(kernels::moe_direct_down_ring_kernel)})
-    FP4MOE_CUDA_TRY(cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(kDirectMaxSmem)));
-  // The direct kernels' registers as built, for the plan's residency arithmetic (direct_down_stages_weights).
-  {
-    cudaFuncAttributes fa{};
-    FP4MOE_CUDA_TRY(cudaFuncGetAttributes(&fa, kernels::moe_direct_gate_up_kernel<false>));
-    impl->direct_regs.gate_up = fa.numRegs;
-    FP4MOE_CUDA_TRY(cudaFuncGetAttributes(&fa, kernels::moe_direct_gate_up_kernel<true>));
-    impl->direct_regs.gate_up_loop = fa.numRegs;
-    FP4MOE_CUDA_TRY(cudaFuncGetAttributes(&fa, kernels::moe_direct_down_kernel<true>));
-    impl->direct_regs.down_staged = fa.numRegs;
-  }
-  const int64_t rsmem = kernels::routing_smem_bytes(shape.num_experts);
-  for (const void* k : {reinterpret_cast<const void*>(kernels::moe_routing_kernel),
-                        reinterpret_cast<const void*>(kernels::moe_routing_place_kernel)})
-    FP4MOE_CUDA_TRY(cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(rsmem)));
-  FP4MOE_RETURN_IF_ERROR(detail::prepare_weights(shape, options, w13, w2, stream, &impl->weights));
-  // The tuning cache for this GPU, if there is one (a missing, corrupt or foreign cache keeps the heuristic).
-  if (options.tuning_cache != "none") {
-    int driver = 0, runtime = 0;
-    FP4MOE_CUDA_TRY(cudaDriverGetVersion(&driver));
-    FP4MOE_CUDA_TRY(cudaRuntimeGetVersion(&runtime));
-    const TuningEnvironment env{prop.name, prop.multiProcessorCount, driver, runtime, FP4MOE_VERSION_STRING};
-    const std::string path = options.tuning_cache.empty() ? default_tuning_cache_path() : options.tuning_cache;
-    TuningCache cache;
-    std::string note;
-    FP4MOE_RETURN_IF_ERROR(TuningCache::load(path, env, &cache, &note));
-    impl->adopt(cache, "tuning cache " + path);
-    if (impl->tuned.empty() && !note.empty()) impl->tuning_source = "built-in heuristic (" + note + ")";
-  }
-  impl_ = std::move(impl);
-  return Status::ok();
+    auto impl = std::make_unique<Impl>();
+    impl->shape = shape;
+    impl->options = options;
+    const char* print = std::getenv("FP4MOE_PRINT_PLANS");
+    impl->print_plans = print != nullptr && *print != '\0' && std::string(print) != "0";
+    FP4MOE_CUDA_TRY(cudaGetDevice(&impl->device));
+    cudaDeviceProp prop{};
+    FP4MOE_CUDA_TRY(cudaGetDeviceProperties(&prop, impl->device));
+    const int cc = prop.major * 10 + prop.minor;
+    impl->arch = kernel_arch_family(cc);
+    impl->sms = prop.multiProcessorCount;
+    // The sm_120 configs on an sm_90 device (MoeLayerOptions::kernel_arch), one block per SM as on the 100 KB parts.
+    const bool emulate = options.kernel_arch != 0 && options.kernel_arch != impl->arch;
+    if (emulate) {
+      if (!(options.kernel_arch == 120 && impl->arch == 90 && detail::sm120_configs_run_on_sm90()))
+        return unsupported("kernel_arch " + std::to_string(options.kernel_arch) + " cannot run on sm_" + std::to_string(cc) +
+                           " in this build (only the sm_120 configs, on sm_90, in a build with FP4MOE_SM120_ON_SM90)");
+      impl->arch = options.kernel_arch;
+    }
+    for (const auto& set : detail::moe_kernel_sets()) {
+      if (set.config.cc != impl->arch) continue;
+      if (set.config.tile.family == KernelFamily::kWarpSpecialized && !options.warp_specialized) continue;
+      for (auto fn : set.all())
+        FP4MOE_CUDA_TRY(cudaFuncSetAttribute(reinterpret_cast<const void*>(fn), cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                             static_cast<int>(set.config.smem_bytes)));
+      if (set.cluster_decode != nullptr)
+        FP4MOE_CUDA_TRY(cudaFuncSetAttribute(reinterpret_cast<const void*>(set.cluster_decode),
+                                             cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                             static_cast<int>(set.config.smem_bytes)));
+      int occ = 0;
+      FP4MOE_CUDA_TRY(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&occ, reinterpret_cast<const void*>(set.gate_up),
+                                                                    set.config.threads, set.config.smem_bytes));
+      // A warp-specialized set that cannot be resident (a GPU with less shared memory or fewer registers than
+      // planned) is skipped: the layer keeps the multistage kernels of that block_m.
+      if (occ < 1 && set.config.tile.family == KernelFamily::kWarpSpecialized) continue;
+      if (occ < 1)
+        return Status(StatusCode::kResourceExhausted, "kernel config block_m=" + std::to_string(set.config.tile.block_m) +
+                                                          " cannot be resident on this GPU");
+      if (emulate) occ = std::min(occ, set.config.blocks_per_sm);
+      // The cluster decode kernel's clusters of this shape's size that are resident at once (they stay inside a GPC).
+      int clusters = 0;
+      const int cluster_blocks = set.cluster_decode == nullptr
+                                     ? 0
+                                     : detail::cluster_decode_blocks(shape, set.config.tile.block_n,
+                                                                     set.config.tile.block_k, set.config.stages);
+      if (cluster_blocks > 0 && !emulate && options.cluster_decode) {
+        cudaLaunchConfig_t cfg{};
+        cfg.gridDim = dim3(static_cast<unsigned>(cluster_blocks));
+        cfg.blockDim = dim3(static_cast<unsigned>(set.config.threads));
+        cfg.dynamicSmemBytes = static_cast<size_t>(set.config.smem_bytes);
+        cudaLaunchAttribute attr{};
+        attr.id = cudaLaunchAttributeClusterDimension;
+        attr.val.clusterDim.x = static_cast<unsigned>(cluster_blocks);
+        attr.val.clusterDim.y = attr.val.clusterDim.z = 1;
+        cfg.attrs = &attr;
+        cfg.numAttrs = 1;
+        // A device or driver that cannot say (MIG, MPS, no cluster support) gets none: the tiled kernels, not a failed init.
+        if (cudaOccupancyMaxActiveClusters(&clusters, reinterpret_cast<const void*>(set.cluster_decode), &cfg) != cudaSuccess) {
+          clusters = 0;
+          (void)cudaGetLastError();  // (the query's error is not sticky; clear it for the caller's next check)
+        }
+      }
+      impl->sets.push_back(&set);
+      impl->resident.push_back(detail::ResidentConfig{set.config, occ * impl->sms, clusters});
+    }
+    if (impl->resident.empty()) {
+      std::string built;
+      for (const auto& t : built_cuda_targets()) built += (built.empty() ? "sm_" : ", sm_") + t;
+      return unsupported("this build has no MoE kernels for sm_" + std::to_string(cc) + " (built for " +
+                         (built.empty() ? std::string("no GPU arch") : built) + ")");
+    }
+    for (const void* k : {reinterpret_cast<const void*>(kernels::moe_direct_gate_up_kernel<false>),
+                          reinterpret_cast<const void*>(kernels::moe_direct_gate_up_kernel<true>),
+                          reinterpret_cast<const void*>(kernels::moe_direct_down_kernel<false>),
+                          reinterpret_cast<const void*>(kernels::moe_direct_down_kernel<true>),
+                          reinterpret_cast<const void*>(kernels::moe_direct_down_kernel<false, true>),
+                          reinterpret_cast<const void*>(kernels::moe_direct_down_ring_kernel)})
+      FP4MOE_CUDA_TRY(cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(kDirectMaxSmem)));
+    // The direct kernels' registers as built, for the plan's residency arithmetic (direct_down_stages_weights).
+    {
+      cudaFuncAttributes fa{};
+      FP4MOE_CUDA_TRY(cudaFuncGetAttributes(&fa, kernels::moe_direct_gate_up_kernel<false>));
+      impl->direct_regs.gate_up = fa.numRegs;
+      FP4MOE_CUDA_TRY(cudaFuncGetAttributes(&fa, kernels::moe_direct_gate_up_kernel<true>));
+      impl->direct_regs.gate_up_loop = fa.numRegs;
+      FP4MOE_CUDA_TRY(cudaFuncGetAttributes(&fa, kernels::moe_direct_down_kernel<true>));
+      impl->direct_regs.down_staged = fa.numRegs;
+    }
+    const int64_t rsmem = kernels::routing_smem_bytes(shape.num_experts);
+    for (const void* k : {reinterpret_cast<const void*>(kernels::moe_routing_kernel),
+                          reinterpret_cast<const void*>(kernels::moe_routing_place_kernel)})
+      FP4MOE_CUDA_TRY(cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(rsmem)));
+    FP4MOE_RETURN_IF_ERROR(detail::prepare_weights(shape, options, w13, w2, stream, &impl->weights));
+    // The tuning cache for this GPU, if there is one (a missing, corrupt or foreign cache keeps the heuristic).
+    if (options.tuning_cache != "none") {
+      int driver = 0, runtime = 0;
+      FP4MOE_CUDA_TRY(cudaDriverGetVersion(&driver));
+      FP4MOE_CUDA_TRY(cudaRuntimeGetVersion(&runtime));
+      const TuningEnvironment env{prop.name, prop.multiProcessorCount, driver, runtime, FP4MOE_VERSION_STRING};
+      const std::string path = options.tuning_cache.empty() ? default_tuning_cache_path() : options.tuning_cache;
+      TuningCache cache;
+      std::string note;
+      FP4MOE_RETURN_IF_ERROR(TuningCache::load(path, env, &cache, &note));
+      impl->adopt(cache, "tuning cache " + path);
+      if (impl->tuned.empty() && !note.empty()) impl->tuning_source = "built-in heuristic (" + note + ")";
+    }
+    impl_ = std::move(impl);
+    return Status::ok();
+  });
 }
 
 std::string MoeLayer::tuning_source() const { return impl_ ? impl_->tuning_source : "not initialised"; }
@@ -325,8 +328,10 @@ Status MoeLayer::can_implement(const MoeForwardArgs& a) const {
 }
 
 Status MoeLayer::run(const MoeForwardArgs& a, void* workspace, size_t workspace_bytes, cudaStream_t stream) const {
-  if (!impl_) return invalid_argument("MoeLayer is not initialised (call init first)");
-  return impl_->run(a, workspace, workspace_bytes, stream, testing::kPhaseAll);
+  return detail::no_throw([&]() -> Status {
+    if (!impl_) return invalid_argument("MoeLayer is not initialised (call init first)");
+    return impl_->run(a, workspace, workspace_bytes, stream, testing::kPhaseAll);
+  });
 }
 
 Status MoeLayer::Impl::run(const MoeForwardArgs& a, void* workspace, size_t workspace_bytes, cudaStream_t stream,

@@ -596,6 +596,10 @@ Status check_shape(const MoeShape& s, const MoeLayerOptions& o) {
   if (s.intermediate <= 0 || s.intermediate % 64 != 0)
     return unsupported("intermediate must be a positive multiple of 64 (down's smallest K tile), got " +
                        std::to_string(s.intermediate));
+  // The kernels index rows and columns in int32: H and 2I each at most 2^30 (the bound below allows more for E = 1).
+  if (s.hidden > (int64_t{1} << 30) || s.intermediate > (int64_t{1} << 29))
+    return invalid_argument("hidden must be at most 2^30 and intermediate at most 2^29, got " + std::to_string(s.hidden) +
+                            " and " + std::to_string(s.intermediate));
   // E * 2I * H elements at most 2^40, computed without overflow.
   int64_t n = 0;
   if (!mul_ok(s.num_experts, 2 * std::min<int64_t>(s.intermediate, int64_t{1} << 41), &n) || !mul_ok(n, s.hidden, &n) ||

@@ -56,6 +56,10 @@ Status expert_range(const Nvfp4ExpertWeights& w, int64_t num_experts, int64_t n,
     return invalid_argument("expert_range: packed, scales and global_scale must all be set");
   if (n <= 0 || k <= 0 || k % 16 != 0 || n > (int64_t{1} << 30) || k > (int64_t{1} << 30))
     return invalid_argument("expert_range: N must be positive and K a positive multiple of 16");
+  // Whole experts of n x k elements each, the stack at most 2^40 elements (so every offset below is representable).
+  if (num_experts < 1 || num_experts > (int64_t{1} << 20) || num_experts * n > (int64_t{1} << 40) / k)
+    return invalid_argument("expert_range: num_experts must be in [1, 2^20] and num_experts x N x K at most 2^40, got " +
+                            std::to_string(num_experts) + " x " + std::to_string(n) + " x " + std::to_string(k));
   if (count < 1 || first < 0 || first > num_experts - count)
     return invalid_argument("expert_range: experts [" + std::to_string(first) + ", " + std::to_string(first + count) +
                             ") are not within [0, " + std::to_string(num_experts) + ")");

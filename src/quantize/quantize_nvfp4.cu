@@ -69,6 +69,8 @@ Status QuantizeNvfp4::check(const void* workspace, cudaStream_t stream) {
   FP4MOE_CUDA_TRY(cudaStreamSynchronize(stream));
   if (flags & kernels::kErrNonFiniteInput)
     return invalid_argument("input holds Inf or NaN; NVFP4 cannot represent it (outputs of that run are undefined)");
+  if (flags & kernels::kErrBadGlobalScale)
+    return invalid_argument("the global scale given is not finite, positive and normal (outputs of that run are undefined)");
   return Status::ok();
 }
 

@@ -13,6 +13,7 @@
 
 #include "fp4moe/file_io.h"
 #include "fp4moe/planner.h"
+#include "src/util/no_throw.h"
 
 namespace fp4moe {
 namespace {
@@ -73,7 +74,8 @@ std::string TuningCache::to_json() const {
                    {"down_k_splits", v.down_k_splits},
                    {"us", v.us}});
   j["entries"] = arr;
-  return j.dump(1);
+  // Bytes that are not UTF-8 (a GPU name is the caller's text) are written as U+FFFD instead of throwing.
+  return j.dump(1, ' ', false, nlohmann::json::error_handler_t::replace);
 }
 
 Status TuningCache::load(const std::string& path, const TuningEnvironment& env, TuningCache* out, std::string* note) {
@@ -160,7 +162,7 @@ Status TuningCache::parse(const std::string& text, const TuningEnvironment& env,
 }
 
 Status TuningCache::save(const std::string& path) const {
-  return write_file_atomic(path, to_json() + "\n", /*create_folders=*/true);
+  return detail::no_throw([&] { return write_file_atomic(path, to_json() + "\n", /*create_folders=*/true); });
 }
 
 std::string default_tuning_cache_path() {

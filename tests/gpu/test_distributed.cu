@@ -121,6 +121,14 @@ TEST(Distributed, OneRankEqualsThePlainLayer) {
       MoeForwardArgs bad = b.args(T);
       bad.output = nullptr;
       EXPECT_EQ(d.run(bad, b.ws.get(), b.ws.bytes(), nullptr).code(), StatusCode::kInvalidArgument);
+      // A misaligned workspace is the distributed layer's own rejection too (before its all-gathers are queued), and
+      // so is a negative T; workspace_size of a T whose gathered count is out of range is 0.
+      const Status mis = d.run(b.args(T), static_cast<uint8_t*>(b.ws.get()) + 16, b.ws.bytes() - 16, nullptr);
+      EXPECT_EQ(mis.code(), StatusCode::kMisaligned) << mis.to_string();
+      bad = b.args(T);
+      bad.num_tokens = -1;
+      EXPECT_EQ(d.run(bad, b.ws.get(), b.ws.bytes(), nullptr).code(), StatusCode::kInvalidArgument);
+      EXPECT_EQ(d.workspace_size((int64_t{1} << 40) + 1), 0u);
       CUDA_OK(cudaDeviceSynchronize());
       const auto untouched = b.out.download<uint8_t>(static_cast<size_t>(T * H * 2));
       EXPECT_TRUE(std::all_of(untouched.begin(), untouched.end(), [](uint8_t x) { return x == 0x5A; }));

@@ -12,6 +12,7 @@
 
 #include "fp4moe/bf16.h"
 #include "fp4moe/moe.h"
+#include "fp4moe/shard.h"
 #include "fp4moe/tuning.h"
 #include "kernels/moe_routing_layout.h"
 #include "tests/gpu/moe_check.h"
@@ -534,10 +535,34 @@ TEST(MoeLayerArgs, RejectedWithClearErrors) {
   EXPECT_NE(MoeLayer::can_implement(MoeShape{8, 256, 256, 9}, o).message().find("top_k"), std::string::npos);
   EXPECT_NE(MoeLayer::can_implement(MoeShape{8, 200, 256, 2}, o).message().find("hidden"), std::string::npos);
   EXPECT_NE(MoeLayer::can_implement(MoeShape{8, 256, 100, 2}, o).message().find("intermediate"), std::string::npos);
+  // Within the 2^40-element bound but past what the kernels' int32 rows and columns hold.
+  EXPECT_NE(MoeLayer::can_implement(MoeShape{1, int64_t{1} << 31, 64, 1}, o).message().find("at most 2^30"),
+            std::string::npos);
+  EXPECT_NE(MoeLayer::can_implement(MoeShape{1, 256, int64_t{1} << 30, 1}, o).message().find("at most 2^29"),
+            std::string::npos);
   o.block_m = 12;
   EXPECT_NE(MoeLayer::can_implement(MoeShape{8, 256, 256, 2}, o).message().find("block_m"), std::string::npos);
   MoeLayer uninit;
   EXPECT_FALSE(uninit.can_implement(MoeForwardArgs{}).is_ok());
+}
+
+// expert_range's sizes are bounded before any offset is formed (pointer arithmetic only: no device needed): a stack
+// whose offsets would wrap, or a count of experts past any real layer, is rejected and the output left as it was.
+TEST(MoeLayerArgs, ExpertRangeRejectsStacksWhoseOffsetsWrap) {
+  static const float gs[4] = {1.0f, 1.0f, 1.0f, 1.0f};
+  static uint8_t bytes[1024];
+  const Nvfp4ExpertWeights w{bytes, bytes, gs};
+  Nvfp4ExpertWeights out{bytes + 1, bytes + 2, gs};
+  const int64_t big = int64_t{1} << 30;
+  EXPECT_EQ(expert_range(w, 32, big, big, 16, 16, &out).code(), StatusCode::kInvalidArgument);  // 2^65 elements
+  EXPECT_EQ(expert_range(w, INT64_MIN, 16, 16, 0, 1, &out).code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(expert_range(w, (int64_t{1} << 20) + 1, 16, 16, 0, 1, &out).code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(out.packed, bytes + 1);
+  EXPECT_EQ(out.scales, bytes + 2);
+  ASSERT_TRUE(expert_range(w, 4, 16, 32, 1, 2, &out).is_ok());
+  EXPECT_EQ(static_cast<const uint8_t*>(out.packed), bytes + 16 * 16);  // one expert of 16 x 32 E2M1 codes
+  EXPECT_EQ(static_cast<const uint8_t*>(out.scales), bytes + 16 * 2);   // and of 16 x 2 scales
+  EXPECT_EQ(out.global_scale, gs + 1);
 }
 
 }  // namespace

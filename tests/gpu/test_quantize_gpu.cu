@@ -161,6 +161,35 @@ TEST(QuantizeGpu, NonFiniteInputIsReported) {
   EXPECT_TRUE(QuantizeNvfp4::check(ws.get(), nullptr).is_ok());
 }
 
+// A given global scale the codec cannot use (0, negative, subnormal, Inf, NaN) is reported by check(), as the host
+// codec rejects it; a usable one afterwards clears the report.
+TEST(QuantizeGpu, AnUnusableGivenGlobalScaleIsReported) {
+  FP4MOE_SKIP_WITHOUT_GPU();
+  const std::vector<uint16_t> bits = devdata::random_bf16_matrix(4, 64, devdata::fresh_seed());
+  DeviceBuffer in(bits.size() * 2), packed(4 * 32), scales(16), gs(4);
+  ASSERT_TRUE(in.upload(bits));
+  QuantizeNvfp4Args a;
+  a.input = in.get();
+  a.rows = 4;
+  a.k = 64;
+  a.packed = packed.get();
+  a.scales = scales.get();
+  a.global_scale = gs.as<float>();
+  DeviceBuffer ws(QuantizeNvfp4::workspace_size(a));
+  for (float bad : {0.0f, -1.0f, 1e-40f, INFINITY, NAN}) {
+    SCOPED_TRACE("global scale " + std::to_string(bad));
+    ASSERT_TRUE(gs.upload(std::vector<float>{bad}));
+    ASSERT_TRUE(QuantizeNvfp4::run(a, ws.get(), ws.bytes(), nullptr).is_ok());
+    const Status s = QuantizeNvfp4::check(ws.get(), nullptr);
+    EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
+    EXPECT_NE(s.message().find("global scale"), std::string::npos) << s.to_string();
+  }
+  ASSERT_TRUE(gs.upload(std::vector<float>{448.0f * 6.0f / 3.0f}));
+  ASSERT_TRUE(QuantizeNvfp4::run(a, ws.get(), ws.bytes(), nullptr).is_ok());
+  const Status ok = QuantizeNvfp4::check(ws.get(), nullptr);
+  EXPECT_TRUE(ok.is_ok()) << ok.to_string();
+}
+
 TEST(QuantizeGpu, BadArgumentsAreRejectedWithoutLaunching) {
   // Argument checks need no device: they run in CI too.
   QuantizeNvfp4Args a;

@@ -73,6 +73,24 @@ TEST(Tuning, RoundTripThroughAFile) {
   EXPECT_EQ(choices.at(512).down_k_splits, 1);
 }
 
+// A GPU name that is not UTF-8 (the environment is the caller's text) is saved with U+FFFD in its place instead of an
+// exception crossing the API; the file then belongs to that replaced name.
+TEST(Tuning, ANameThatIsNotUtf8IsSavedWithoutThrowing) {
+  const std::string path = temp_dir() + "/not-utf8/tuning.json";
+  TuningCache c(TuningEnvironment{"GPU \xff\xfe", 132, 13000, 13000, "0.1.0"});
+  c.record(kGlm, FinalizeMode::kDeterministic, 64, {8, 100.0});
+  std::string json;
+  EXPECT_NO_THROW(json = c.to_json());
+  EXPECT_NE(json.find("GPU \xef\xbf\xbd\xef\xbf\xbd"), std::string::npos) << json;
+  const Status s = c.save(path);
+  ASSERT_TRUE(s.is_ok()) << s.to_string();
+  TuningCache back;
+  std::string note;
+  ASSERT_TRUE(TuningCache::load(path, TuningEnvironment{"GPU \xef\xbf\xbd\xef\xbf\xbd", 132, 13000, 13000, "0.1.0"},
+                                &back, &note).is_ok());
+  EXPECT_EQ(back.size(), 1u) << note;
+}
+
 TEST(Tuning, MissingCorruptTruncatedAndForeignFilesFallBackWithOneLine) {
   const std::string dir = temp_dir();
   TuningCache c(env());
