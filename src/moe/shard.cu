@@ -2,6 +2,7 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "fp4moe/shard.h"
 
+#include <cstdint>
 #include <string>
 #include <tuple>
 
@@ -29,6 +30,40 @@ Status shard_tp_weights(const MoeShape& full, int64_t tp_size, int64_t tp_rank, 
   const size_t E = static_cast<size_t>(full.num_experts), H = static_cast<size_t>(full.hidden);
   const size_t I = static_cast<size_t>(full.intermediate), Is = I / static_cast<size_t>(tp_size);
   const size_t r = static_cast<size_t>(tp_rank);
+  // Everything the copies could fail on is checked before the first one is queued (a later copy's failure would
+  // leave the earlier outputs written): every buffer is device memory (or managed) of the current device, and no
+  // output overlaps an input or another output (the extents from the shape; check_shape bounds them to 2^40).
+  int current = -1;
+  FP4MOE_CUDA_TRY(cudaGetDevice(&current));
+  const char* names[] = {"w13.packed", "w13.scales", "w13.global_scale", "w2.packed", "w2.scales", "w2.global_scale"};
+  const size_t in_bytes[] = {E * 2 * I * H / 2, E * 2 * I * H / 16, E * 4, E * H * I / 2, E * H * I / 16, E * 4};
+  const size_t out_bytes[] = {E * 2 * Is * H / 2, E * 2 * Is * H / 16, E * 4, E * H * Is / 2, E * H * Is / 16, E * 4};
+  for (int side = 0; side < 2; ++side)
+    for (int i = 0; i < 6; ++i) {
+      const void* p = side == 0 ? in[i] : out[i];
+      cudaPointerAttributes attr{};
+      if (cudaPointerGetAttributes(&attr, p) != cudaSuccess) {
+        cudaGetLastError();  // (clears the error the query left)
+        attr.type = cudaMemoryTypeUnregistered;
+      }
+      if ((attr.type != cudaMemoryTypeDevice && attr.type != cudaMemoryTypeManaged) ||
+          (attr.type == cudaMemoryTypeDevice && attr.device != current))
+        return invalid_argument(std::string("shard_tp_weights: ") + (side == 0 ? "" : "the output's ") + names[i] +
+                                " is not device memory of the current device (" + std::to_string(current) + ")");
+    }
+  auto overlap = [](const void* a, size_t na, const void* b, size_t nb) {
+    const auto x = reinterpret_cast<uintptr_t>(a), y = reinterpret_cast<uintptr_t>(b);
+    return x < y + nb && y < x + na;
+  };
+  for (int i = 0; i < 6; ++i) {
+    for (int j = 0; j < 6; ++j)
+      if (overlap(out[i], out_bytes[i], in[j], in_bytes[j]))
+        return invalid_argument(std::string("shard_tp_weights: the output's ") + names[i] + " overlaps the input's " +
+                                names[j]);
+    for (int j = 0; j < i; ++j)
+      if (overlap(out[i], out_bytes[i], out[j], out_bytes[j]))
+        return invalid_argument(std::string("shard_tp_weights: the output's ") + names[i] + " overlaps its " + names[j]);
+  }
   auto copy2d = [&](void* dst, size_t dpitch, const void* src, size_t spitch, size_t width, size_t height) {
     return cudaMemcpy2DAsync(dst, dpitch, src, spitch, width, height, cudaMemcpyDeviceToDevice, stream);
   };

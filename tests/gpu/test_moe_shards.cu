@@ -227,6 +227,33 @@ TEST(MoeShards, TensorParallelSlicesSumToTheFullLayer) {
   EXPECT_EQ(shard_tp_weights(MoeShape{16, 256, 512, 4}, 3, 0, none, none, out, out, nullptr).code(), StatusCode::kUnsupported);
   EXPECT_EQ(shard_tp_weights(MoeShape{16, 256, 512, 4}, 2, 2, none, none, out, out, nullptr).code(), StatusCode::kInvalidArgument);
   EXPECT_EQ(shard_tp_weights(MoeShape{16, 256, 512, 4}, 2, 0, none, none, out, out, nullptr).code(), StatusCode::kInvalidArgument);
+  // An output in host memory (the last buffer copied), or overlapping an input: rejected with the other outputs left
+  // as they were (poisoned), where a copy failing half way would have written the first ones.
+  {
+    const MoeShape full{E, H, I, k};
+    const int64_t Is = I / 2;
+    ExpertWeights w13, w2;
+    ASSERT_TRUE(testing::make_weights(full, devdata::fresh_seed() % 1000003, false, &w13, &w2));
+    DeviceBuffer p13(static_cast<size_t>(E * 2 * Is * H / 2)), s13(static_cast<size_t>(E * 2 * Is * H / 16)),
+        g13(static_cast<size_t>(E * 4)), p2(static_cast<size_t>(E * H * Is / 2)), s2(static_cast<size_t>(E * H * Is / 16));
+    for (const DeviceBuffer* b : {&p13, &s13, &g13, &p2, &s2}) ASSERT_TRUE(b->poison(0xCD));
+    std::vector<float> host_gs(static_cast<size_t>(E), -1.0f);
+    const Nvfp4ExpertWeightsOut o13{p13.get(), s13.get(), g13.as<float>()};
+    const Status st = shard_tp_weights(full, 2, 1, w13.device(), w2.device(), o13,
+                                       Nvfp4ExpertWeightsOut{p2.get(), s2.get(), host_gs.data()}, nullptr);
+    EXPECT_EQ(st.code(), StatusCode::kInvalidArgument) << st.to_string();
+    EXPECT_NE(st.message().find("w2.global_scale is not device memory"), std::string::npos) << st.to_string();
+    const Nvfp4ExpertWeights in13 = w13.device();
+    const Status lap = shard_tp_weights(full, 2, 1, in13, w2.device(), o13,
+                                        Nvfp4ExpertWeightsOut{p2.get(), const_cast<void*>(in13.scales), g13.as<float>()},
+                                        nullptr);
+    EXPECT_EQ(lap.code(), StatusCode::kInvalidArgument) << lap.to_string();
+    EXPECT_NE(lap.message().find("overlaps"), std::string::npos) << lap.to_string();
+    CUDA_OK(cudaDeviceSynchronize());
+    for (const DeviceBuffer* b : {&p13, &s13, &g13, &p2, &s2})
+      for (uint8_t v : b->download<uint8_t>(b->bytes())) ASSERT_EQ(v, 0xCD) << "an output was written";
+    EXPECT_TRUE(std::all_of(host_gs.begin(), host_gs.end(), [](float v) { return v == -1.0f; }));
+  }
 }
 
 // The presets' TP shards that need the small-K tiles run and match the reference at every block size (one
