@@ -47,6 +47,10 @@ struct DequantizeNvfp4Args {
   void* output = nullptr;  // bf16 [rows, k], 16-byte aligned (device)
 };
 
+// The GPU dequantizer reads its device-resident values (the global scale, the scale bytes) without validating them:
+// it has no workspace to record a finding in and does not synchronise. A global scale of 0 gives Inf and NaN outputs
+// and a NaN scale byte NaN ones, as the arithmetic says; the host codec (dequantize_nvfp4) rejects both, and the MoE
+// layer's init checks its weights' scales on the device.
 class DequantizeNvfp4 {
  public:
   static Status can_implement(const DequantizeNvfp4Args& args);

@@ -147,6 +147,67 @@ TEST(MoeReference, LayerMatchesADirectComputation) {
   }
 }
 
+// The down tolerance covers what a GPU path computes, derived here independently of the formula: each pair's row
+// dot product accumulated in fp32 (bf16 x bf16 products are exact in fp32; the sums round), in K order and in
+// reverse, scaled by 1 / global_scale and the router weight in fp32, the slots summed in fp32 and the result rounded
+// to bf16. Every element of both simulations must lie within the reference's tolerance of its exact output, and the
+// tolerance must not be loose beyond reason (under 2^-6 |out| + 2^-12 sum |terms| on every element).
+TEST(MoeReference, DownToleranceCoversFp32AccumulationRoundedToBf16) {
+  const uint64_t seed = devdata::fresh_seed();
+  SCOPED_TRACE("seed " + std::to_string(seed));
+  const int64_t E = 4, H = 64, I = 512, K = 3, T = 6;
+  const Experts w13 = make_experts(E, 2 * I, H, seed), w2 = make_experts(E, H, I, seed + 100);
+  const auto v13 = w13.view(), v2 = w2.view();
+  const reference::DecodedExperts d13(v13), d2(v2);
+  const auto hid = devdata::random_bf16_matrix(T, H, seed + 7, 1);
+  std::mt19937 rng(static_cast<uint32_t>(seed));
+  std::vector<int32_t> ids(static_cast<size_t>(T * K));
+  std::vector<float> wts(static_cast<size_t>(T * K));
+  for (size_t i = 0; i < ids.size(); ++i) {
+    ids[i] = static_cast<int32_t>(rng() % E);
+    wts[i] = 0.05f + static_cast<float>(rng() % 1000) / 1000.0f;
+  }
+  reference::MoeReferenceInput in;
+  in.num_tokens = T, in.hidden = H, in.intermediate = I, in.top_k = K, in.num_experts = E;
+  in.hidden_bf16 = hid.data();
+  in.topk_ids = ids.data();
+  in.topk_weights = wts.data();
+  in.w13 = &d13;
+  in.w2 = &d2;
+  // SwiGLU rows as bf16 with random signs scaled up (so that the sums cancel and round as a real layer's do).
+  std::vector<std::vector<uint16_t>> act(static_cast<size_t>(T * K));
+  for (auto& a : act) {
+    a.resize(static_cast<size_t>(I));
+    for (auto& v : a) v = float_to_bf16(static_cast<float>((static_cast<int>(rng() % 2001) - 1000) * 0.37));
+  }
+  const reference::LayerOutput ref = reference::reference_down(in, act);
+  for (bool reverse : {false, true}) {
+    for (int64_t t = 0; t < T; ++t)
+      for (int64_t h = 0; h < H; ++h) {
+        float out = 0.0f;
+        double terms = 0.0;
+        for (int64_t s = 0; s < K; ++s) {
+          const int32_t e = ids[static_cast<size_t>(t * K + s)];
+          const float* w = d2.row(e, h);
+          const auto& a = act[static_cast<size_t>(t * K + s)];
+          float acc = 0.0f;
+          for (int64_t jj = 0; jj < I; ++jj) {
+            const int64_t j = reverse ? I - 1 - jj : jj;
+            acc += w[j] * bf16_to_float(a[static_cast<size_t>(j)]);  // (exact product, rounded sum)
+            terms += std::fabs(static_cast<double>(w[j]) * bf16_to_float(a[static_cast<size_t>(j)]) *
+                               d2.inv_global(e) * wts[static_cast<size_t>(t * K + s)]);
+          }
+          out += static_cast<float>(d2.inv_global(e)) * wts[static_cast<size_t>(t * K + s)] * acc;
+        }
+        const size_t i = static_cast<size_t>(t * H + h);
+        const double got = bf16_to_float(float_to_bf16(out));
+        ASSERT_LE(std::fabs(got - ref.out[i]), ref.tol[i])
+            << "t " << t << " h " << h << (reverse ? " (reverse K)" : "") << ": " << got << " against " << ref.out[i];
+        ASSERT_LE(ref.tol[i], std::ldexp(std::fabs(ref.out[i]), -6) + std::ldexp(terms, -12)) << "a loose tolerance";
+      }
+  }
+}
+
 TEST(MoeReference, SkipsOutOfRangeIdsAndNonFiniteWeights) {
   const Experts w13 = make_experts(2, 32, 32, 5), w2 = make_experts(2, 32, 16, 6);
   const auto v13 = w13.view(), v2 = w2.view();
