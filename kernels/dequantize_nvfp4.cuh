@@ -17,7 +17,12 @@ struct DequantizeNvfp4Params {
   __nv_bfloat16* out;     // [rows, k], 16-byte aligned
   int64_t rows, k;
   ScaleLayout layout;
+  uint32_t* error_flags;  // optional (null: nothing recorded)
 };
+
+// Bits of DequantizeNvfp4Args::error_flags.
+inline constexpr uint32_t kErrDequantBadGlobalScale = 1u;  // not finite, positive and normal
+inline constexpr uint32_t kErrDequantBadScaleByte = 2u;    // the sign bit set, or the E4M3 NaN pattern
 
 // One thread per 16-element block: 8 packed bytes + 1 scale in, 32 bytes out.
 __global__ void dequantize_nvfp4_kernel(DequantizeNvfp4Params p) {
@@ -28,8 +33,14 @@ __global__ void dequantize_nvfp4_kernel(DequantizeNvfp4Params p) {
   int64_t r, sc;
   split_flat_index(u, nsc, units, &r, &sc);
   const uint2 q = *reinterpret_cast<const uint2*>(p.packed + r * (p.k / 2) + sc * 8);
-  const float sf = e4m3_decode(p.scales[scale_offset(r, sc, nsc, p.layout)]);
-  const float inv_gs = __frcp_rn(*p.gs);  // IEEE 1/gs, as the host's 1.0f / gs
+  const uint8_t sbyte = p.scales[scale_offset(r, sc, nsc, p.layout)];
+  const float sf = e4m3_decode(sbyte);
+  const float gs = *p.gs;
+  const float inv_gs = __frcp_rn(gs);  // IEEE 1/gs, as the host's 1.0f / gs
+  if (p.error_flags != nullptr) {  // (what the host codec rejects; one thread reports the global scale)
+    if (u == 0 && !(gs >= 1.17549435e-38f && gs <= 3.40282347e38f)) atomicOr(p.error_flags, kErrDequantBadGlobalScale);
+    if ((sbyte & 0x80u) != 0 || sbyte == 0x7Fu) atomicOr(p.error_flags, kErrDequantBadScaleByte);
+  }
   const uint32_t qw[2] = {q.x, q.y};
   uint32_t o[8];
 #pragma unroll

@@ -45,17 +45,23 @@ struct DequantizeNvfp4Args {
   int64_t rows = 0;
   int64_t k = 0;
   void* output = nullptr;  // bf16 [rows, k], 16-byte aligned (device)
+  // Optional: a device word, 4-byte aligned, where run() records what the host codec would reject (a global scale that
+  // is not finite, positive and normal; a scale byte with the sign bit or the NaN pattern); check() reports it.
+  // run() zeroes it first. Null: nothing is recorded.
+  uint32_t* error_flags = nullptr;
 };
 
-// The GPU dequantizer reads its device-resident values (the global scale, the scale bytes) without validating them:
-// it has no workspace to record a finding in and does not synchronise. A global scale of 0 gives Inf and NaN outputs
-// and a NaN scale byte NaN ones, as the arithmetic says; the host codec (dequantize_nvfp4) rejects both, and the MoE
-// layer's init checks its weights' scales on the device.
+// The GPU dequantizer reads its device-resident values (the global scale, the scale bytes) as they are and does not
+// synchronise: a global scale of 0 gives Inf and NaN outputs and a NaN scale byte NaN ones, as the arithmetic says.
+// With DequantizeNvfp4Args::error_flags it records them, and check() reports them as the host codec's
+// dequantize_nvfp4 would.
 class DequantizeNvfp4 {
  public:
   static Status can_implement(const DequantizeNvfp4Args& args);
   static size_t workspace_size(const DequantizeNvfp4Args&) { return 0; }
   static Status run(const DequantizeNvfp4Args& args, cudaStream_t stream);
+  // Synchronises `stream` and reports what the last run with these error_flags recorded.
+  static Status check(const uint32_t* error_flags, cudaStream_t stream);
 };
 
 }  // namespace fp4moe

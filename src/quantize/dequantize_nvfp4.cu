@@ -15,11 +15,13 @@ Status DequantizeNvfp4::can_implement(const DequantizeNvfp4Args& a) {
   FP4MOE_RETURN_IF_ERROR(detail::check_device_pointer(a.scales, 1, "scales"));
   FP4MOE_RETURN_IF_ERROR(detail::check_device_pointer(a.global_scale, 4, "global_scale"));
   FP4MOE_RETURN_IF_ERROR(detail::check_device_pointer(a.output, 16, "output"));
+  if (a.error_flags != nullptr) FP4MOE_RETURN_IF_ERROR(detail::check_device_pointer(a.error_flags, 4, "error_flags"));
   return Status::ok();
 }
 
 Status DequantizeNvfp4::run(const DequantizeNvfp4Args& a, cudaStream_t stream) {
   FP4MOE_RETURN_IF_ERROR(can_implement(a));
+  if (a.error_flags != nullptr) FP4MOE_CUDA_TRY(cudaMemsetAsync(a.error_flags, 0, 4, stream));
   if (a.rows == 0) return Status::ok();
   kernels::DequantizeNvfp4Params p{};
   p.packed = static_cast<const uint8_t*>(a.packed);
@@ -29,10 +31,23 @@ Status DequantizeNvfp4::run(const DequantizeNvfp4Args& a, cudaStream_t stream) {
   p.rows = a.rows;
   p.k = a.k;
   p.layout = a.scale_layout;
+  p.error_flags = a.error_flags;
   constexpr int kThreads = 256;
   const int64_t units = a.rows * (a.k / kNvfp4BlockSize);
   kernels::dequantize_nvfp4_kernel<<<static_cast<unsigned>(ceil_div(units, kThreads)), kThreads, 0, stream>>>(p);
   FP4MOE_CHECK_LAUNCH("dequantize_nvfp4_kernel");
+  return Status::ok();
+}
+
+Status DequantizeNvfp4::check(const uint32_t* error_flags, cudaStream_t stream) {
+  FP4MOE_RETURN_IF_ERROR(detail::check_device_pointer(error_flags, 4, "error_flags"));
+  uint32_t flags = 0;
+  FP4MOE_CUDA_TRY(cudaMemcpyAsync(&flags, error_flags, 4, cudaMemcpyDeviceToHost, stream));
+  FP4MOE_CUDA_TRY(cudaStreamSynchronize(stream));
+  if (flags & kernels::kErrDequantBadGlobalScale)
+    return invalid_argument("the global scale is not finite, positive and normal (outputs of that run are undefined)");
+  if (flags & kernels::kErrDequantBadScaleByte)
+    return invalid_argument("a scale byte has the sign bit set or is NaN (outputs of that run are undefined)");
   return Status::ok();
 }
 

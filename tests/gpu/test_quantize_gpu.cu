@@ -71,8 +71,13 @@ void check_quantize(const Shape& sh, ScaleLayout layout, bool compute_gs, uint64
   d.rows = sh.rows;
   d.k = sh.k;
   d.output = out.get();
+  DeviceBuffer flags(4);
+  ASSERT_TRUE(flags.poison(0xFF));  // (run() zeroes it: a stale word would report here)
+  d.error_flags = flags.as<uint32_t>();
   const Status ds = DequantizeNvfp4::run(d, nullptr);
   ASSERT_TRUE(ds.is_ok()) << ds.to_string();
+  const Status dc = DequantizeNvfp4::check(d.error_flags, nullptr);
+  EXPECT_TRUE(dc.is_ok()) << dc.to_string();
   ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
   const auto got_x = out.download<uint16_t>(bits.size());
   const auto want_x = reference::dequantize_to_bf16(ref);
@@ -188,6 +193,51 @@ TEST(QuantizeGpu, AnUnusableGivenGlobalScaleIsReported) {
   ASSERT_TRUE(QuantizeNvfp4::run(a, ws.get(), ws.bytes(), nullptr).is_ok());
   const Status ok = QuantizeNvfp4::check(ws.get(), nullptr);
   EXPECT_TRUE(ok.is_ok()) << ok.to_string();
+}
+
+// The GPU dequantizer with error_flags records what the host codec rejects: a global scale of 0, negative,
+// subnormal, Inf or NaN, and a scale byte with the sign bit or the NaN pattern; a clean run afterwards clears it.
+TEST(QuantizeGpu, DequantizeReportsWhatTheHostCodecRejects) {
+  FP4MOE_SKIP_WITHOUT_GPU();
+  const std::vector<uint16_t> bits = devdata::random_bf16_matrix(4, 64, devdata::fresh_seed());
+  Nvfp4Matrix ref;
+  ASSERT_TRUE(quantize_nvfp4_bf16(bits.data(), 4, 64, std::nullopt, ScaleLayout::kLinear, &ref).is_ok());
+  DeviceBuffer packed(ref.packed.size()), scales(ref.scales.size()), gs(4), out(4 * 64 * 2), flags(4);
+  ASSERT_TRUE(packed.upload(ref.packed) && scales.upload(ref.scales) && gs.upload(std::vector<float>{ref.global_scale}));
+  DequantizeNvfp4Args d;
+  d.packed = packed.get();
+  d.scales = scales.get();
+  d.global_scale = gs.as<float>();
+  d.rows = 4;
+  d.k = 64;
+  d.output = out.get();
+  d.error_flags = flags.as<uint32_t>();
+  auto run_and_check = [&]() {
+    const Status r = DequantizeNvfp4::run(d, nullptr);
+    EXPECT_TRUE(r.is_ok()) << r.to_string();
+    return DequantizeNvfp4::check(d.error_flags, nullptr);
+  };
+  for (float bad : {0.0f, -1.0f, 1e-40f, INFINITY, NAN}) {
+    SCOPED_TRACE("global scale " + std::to_string(bad));
+    ASSERT_TRUE(gs.upload(std::vector<float>{bad}));
+    const Status s = run_and_check();
+    EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
+    EXPECT_NE(s.message().find("global scale"), std::string::npos) << s.to_string();
+  }
+  ASSERT_TRUE(gs.upload(std::vector<float>{ref.global_scale}));
+  EXPECT_TRUE(run_and_check().is_ok());
+  for (uint8_t bad : {uint8_t{0xB8}, uint8_t{0x7F}, uint8_t{0xFF}}) {  // -1.0, NaN, -NaN as UE4M3 bytes
+    SCOPED_TRACE("scale byte " + std::to_string(bad));
+    std::vector<uint8_t> sc = ref.scales;
+    sc[9] = bad;
+    ASSERT_TRUE(scales.upload(sc));
+    const Status s = run_and_check();
+    EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
+    EXPECT_NE(s.message().find("scale byte"), std::string::npos) << s.to_string();
+  }
+  ASSERT_TRUE(scales.upload(ref.scales));
+  EXPECT_TRUE(run_and_check().is_ok());
+  EXPECT_EQ(DequantizeNvfp4::check(nullptr, nullptr).code(), StatusCode::kInvalidArgument);
 }
 
 TEST(QuantizeGpu, BadArgumentsAreRejectedWithoutLaunching) {
