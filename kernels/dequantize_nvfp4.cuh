@@ -38,8 +38,8 @@ __global__ void dequantize_nvfp4_kernel(DequantizeNvfp4Params p) {
   const float gs = *p.gs;
   const float inv_gs = __frcp_rn(gs);  // IEEE 1/gs, as the host's 1.0f / gs
   if (p.error_flags != nullptr) {  // (what the host codec rejects; one thread reports the global scale)
-    if (u == 0 && !(gs >= 1.17549435e-38f && gs <= 3.40282347e38f)) atomicOr(p.error_flags, kErrDequantBadGlobalScale);
-    if ((sbyte & 0x80u) != 0 || sbyte == 0x7Fu) atomicOr(p.error_flags, kErrDequantBadScaleByte);
+    if (u == 0 && !usable_global_scale(gs)) atomicOr(p.error_flags, kErrDequantBadGlobalScale);
+    if (!usable_ue4m3_scale(sbyte)) atomicOr(p.error_flags, kErrDequantBadScaleByte);
   }
   const uint32_t qw[2] = {q.x, q.y};
   uint32_t o[8];

@@ -66,8 +66,7 @@ __global__ void quantize_nvfp4_kernel(QuantizeNvfp4Params p) {
   float gs;
   if (p.gs_in != nullptr) {
     gs = *p.gs_in;
-    // (one thread reports it; both comparisons are false for NaN, and they leave out 0, subnormals, negatives and Inf)
-    if (u == 0 && !(gs >= 1.17549435e-38f && gs <= 3.40282347e38f)) atomicOr(p.error_flags, kErrBadGlobalScale);
+    if (u == 0 && !usable_global_scale(gs)) atomicOr(p.error_flags, kErrBadGlobalScale);  // (one thread reports it)
   } else {
     gs = nvfp4_global_scale(__uint_as_float(*p.amax_bits));
     if (u == 0 && p.gs_out != nullptr) *p.gs_out = gs;

@@ -1,7 +1,9 @@
-// NVFP4 block-scale layouts: linear [rows, K/16] and the 128x4 swizzle read by cuBLASLt/CUTLASS tensor cores.
+// NVFP4 block-scale layouts (linear [rows, K/16] and the 128x4 swizzle read by cuBLASLt/CUTLASS tensor cores), and
+// which scale values are usable: the rules the host codec and the GPU quantizer and dequantizer share.
 // SPDX-License-Identifier: Apache-2.0
 #pragma once
 
+#include <cfloat>
 #include <cstdint>
 
 #include "fp4moe/detail/hd.h"
@@ -16,6 +18,12 @@ enum class ScaleLayout {
 const char* scale_layout_name(ScaleLayout layout);
 
 inline constexpr int64_t kNvfp4BlockSize = 16;  // elements per UE4M3 block scale, along K
+
+// A global scale is usable when it is finite, positive and normal (so 1 / scale is finite too: dequantization
+// multiplies by it). Both comparisons are false for NaN.
+FP4MOE_HD constexpr bool usable_global_scale(float gs) { return gs >= FLT_MIN && gs <= FLT_MAX; }
+// A UE4M3 block scale byte is usable when it is non-negative and not NaN (0x7F): no sign bit.
+FP4MOE_HD constexpr bool usable_ue4m3_scale(uint8_t b) { return (b & 0x80) == 0 && b != 0x7F; }
 
 FP4MOE_HD constexpr int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 FP4MOE_HD constexpr int64_t round_up(int64_t a, int64_t b) { return ceil_div(a, b) * b; }

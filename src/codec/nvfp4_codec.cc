@@ -129,7 +129,7 @@ Status validate_scale_layout(ScaleLayout layout) {
 
 Status validate_global_scale(float gs) {
   // 1 / gs must be finite too: the dequantization multiplies by it (a subnormal gs would give inf, then NaN).
-  if (!std::isfinite(gs) || !(gs >= FLT_MIN))
+  if (!usable_global_scale(gs))
     return invalid_argument("global scale must be a finite normal float > 0 (1 / scale finite), got " + std::to_string(gs));
   return Status::ok();
 }
@@ -234,7 +234,7 @@ Status dequantize_nvfp4(const Nvfp4Matrix& m, std::vector<float>* out) {
   for (int64_t r = 0; r < m.rows; ++r)
     for (int64_t sc = 0; sc < nsc; ++sc) {
       const uint8_t b = m.scale(r, sc);
-      if ((b & 0x80) || b == 0x7F)
+      if (!usable_ue4m3_scale(b))
         return invalid_argument("block scale (row " + std::to_string(r) + ", block " + std::to_string(sc) + ") is " +
                                 hex_byte(b) + ": UE4M3 scales must be finite and >= 0");
     }

@@ -18,6 +18,15 @@ inline bool is_aligned(const void* p, size_t bytes) { return reinterpret_cast<ui
 // Status naming the argument when `p` is null or not `bytes`-aligned.
 Status check_device_pointer(const void* p, size_t bytes, const char* name);
 
+// kInvalidArgument where `stream` belongs to another device than `device` (the one a layer's weights live on). Not
+// checked while the stream captures a graph: cudaStreamGetDevice would invalidate the capture, and a capture on
+// another device's stream fails at its first launch instead.
+Status check_stream_device(cudaStream_t stream, int device);
+
+// The 32-bit error word a kernel recorded at `word` (device), read on `stream` after the work queued before it
+// (synchronises the stream): how every check() reads its flags.
+Status read_error_word(const uint32_t* word, cudaStream_t stream, uint32_t* out);
+
 }  // namespace fp4moe::detail
 
 // Return a kCudaError Status from the enclosing function when a CUDA call fails.

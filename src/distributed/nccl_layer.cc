@@ -88,19 +88,10 @@ struct DistributedMoeLayer::Impl {
     g.num_tokens = all_tokens(a.num_tokens);
     FP4MOE_RETURN_IF_ERROR(layer.can_implement(g));
     if (a.num_tokens > 0) FP4MOE_RETURN_IF_ERROR(detail::check_device_pointer(workspace, kAlign, "workspace"));
-    // The stream's device, as the local layer checks it (not while capturing: cudaStreamGetDevice would invalidate
-    // the capture).
-    if (a.num_tokens > 0) {
-      cudaStreamCaptureStatus capturing = cudaStreamCaptureStatusNone;
-      FP4MOE_CUDA_TRY(cudaStreamIsCapturing(stream, &capturing));
-      if (capturing == cudaStreamCaptureStatusNone) {
-        int stream_dev = -1;
-        FP4MOE_CUDA_TRY(cudaStreamGetDevice(stream, &stream_dev));
-        if (stream_dev != device)
-          return invalid_argument("the stream belongs to device " + std::to_string(stream_dev) + "; rank " +
-                                  std::to_string(rank) + "'s layer lives on device " + std::to_string(device));
-      }
-    }
+    // The stream's device, which the local layer's run checks too: here only where the tokens are sharded, since
+    // then the all-gathers are queued before that run (replicated tokens queue nothing before it).
+    if (a.num_tokens > 0 && d.tokens == TokenLayout::kSharded)
+      FP4MOE_RETURN_IF_ERROR(detail::check_stream_device(stream, device));
     const size_t need = layer.workspace_size(g);
     const Layout l = layout(a.num_tokens, static_cast<int64_t>(bytes));
     if (bytes < static_cast<size_t>(l.gathered) || static_cast<size_t>(l.local_bytes) < need)

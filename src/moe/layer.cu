@@ -360,17 +360,7 @@ Status MoeLayer::Impl::run(const MoeForwardArgs& a, void* workspace, size_t work
   if (dev != device)
     return invalid_argument("the current device (" + std::to_string(dev) + ") is not the one the layer was initialised on (" +
                             std::to_string(device) + ")");
-  // The stream's device (cudaStreamGetDevice would invalidate a CUDA-graph capture, so not while capturing:
-  // a capture on another device's stream fails at the first launch instead).
-  cudaStreamCaptureStatus capturing = cudaStreamCaptureStatusNone;
-  FP4MOE_CUDA_TRY(cudaStreamIsCapturing(stream, &capturing));
-  if (capturing == cudaStreamCaptureStatusNone) {
-    int stream_dev = -1;
-    FP4MOE_CUDA_TRY(cudaStreamGetDevice(stream, &stream_dev));
-    if (stream_dev != device)
-      return invalid_argument("the stream belongs to device " + std::to_string(stream_dev) +
-                              "; the layer's weights live on device " + std::to_string(device));
-  }
+  FP4MOE_RETURN_IF_ERROR(detail::check_stream_device(stream, device));
   uint8_t* wsp = static_cast<uint8_t*>(workspace);
   auto i32 = [&](int64_t off) { return reinterpret_cast<int32_t*>(wsp + off); };
   const int32_t pairs = static_cast<int32_t>(a.num_tokens * s.top_k);
@@ -596,8 +586,7 @@ Status MoeLayer::Impl::run(const MoeForwardArgs& a, void* workspace, size_t work
 Status MoeLayer::check(const void* workspace, cudaStream_t stream) const {
   FP4MOE_RETURN_IF_ERROR(detail::check_device_pointer(workspace, detail::kWorkspaceAlign, "workspace"));
   uint32_t flags = 0;
-  FP4MOE_CUDA_TRY(cudaMemcpyAsync(&flags, workspace, 4, cudaMemcpyDeviceToHost, stream));
-  FP4MOE_CUDA_TRY(cudaStreamSynchronize(stream));
+  FP4MOE_RETURN_IF_ERROR(detail::read_error_word(static_cast<const uint32_t*>(workspace), stream, &flags));
   std::string msg;
   if (flags & kernels::kErrBadExpertId)
     msg += "topk_ids holds ids outside [0, " + std::to_string(impl_ ? impl_->shape.global_experts() : 0) +

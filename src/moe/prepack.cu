@@ -60,8 +60,7 @@ Status prepare_into(const MoeShape& shape, const MoeLayerOptions& options, const
   FP4MOE_RETURN_IF_ERROR(prepack(w13, mult, E, 2 * I, H, il, pw->w13, pw->s13, pw->alpha13, flags, stream));
   FP4MOE_RETURN_IF_ERROR(prepack(w2, mult, E, H, I, kernels::RowInterleave::kNone, pw->w2, pw->s2, pw->alpha2, flags, stream));
   uint32_t h_flags = 0;
-  FP4MOE_CUDA_TRY(cudaMemcpyAsync(&h_flags, flags, 4, cudaMemcpyDeviceToHost, stream));
-  FP4MOE_CUDA_TRY(cudaStreamSynchronize(stream));
+  FP4MOE_RETURN_IF_ERROR(detail::read_error_word(flags, stream, &h_flags));
   if (h_flags & kernels::kErrBadScale)
     return invalid_argument("a block scale is negative or NaN (UE4M3 scales must be finite and >= 0)");
   if (h_flags & kernels::kErrBadGlobalScale) return invalid_argument("a per-expert global scale is not finite and > 0");

@@ -42,8 +42,7 @@ Status DequantizeNvfp4::run(const DequantizeNvfp4Args& a, cudaStream_t stream) {
 Status DequantizeNvfp4::check(const uint32_t* error_flags, cudaStream_t stream) {
   FP4MOE_RETURN_IF_ERROR(detail::check_device_pointer(error_flags, 4, "error_flags"));
   uint32_t flags = 0;
-  FP4MOE_CUDA_TRY(cudaMemcpyAsync(&flags, error_flags, 4, cudaMemcpyDeviceToHost, stream));
-  FP4MOE_CUDA_TRY(cudaStreamSynchronize(stream));
+  FP4MOE_RETURN_IF_ERROR(detail::read_error_word(error_flags, stream, &flags));
   if (flags & kernels::kErrDequantBadGlobalScale)
     return invalid_argument("the global scale is not finite, positive and normal (outputs of that run are undefined)");
   if (flags & kernels::kErrDequantBadScaleByte)

@@ -65,8 +65,7 @@ Status QuantizeNvfp4::run(const QuantizeNvfp4Args& a, void* workspace, size_t wo
 Status QuantizeNvfp4::check(const void* workspace, cudaStream_t stream) {
   FP4MOE_RETURN_IF_ERROR(detail::check_device_pointer(workspace, 4, "workspace"));
   uint32_t flags = 0;
-  FP4MOE_CUDA_TRY(cudaMemcpyAsync(&flags, static_cast<const uint32_t*>(workspace) + 1, 4, cudaMemcpyDeviceToHost, stream));
-  FP4MOE_CUDA_TRY(cudaStreamSynchronize(stream));
+  FP4MOE_RETURN_IF_ERROR(detail::read_error_word(static_cast<const uint32_t*>(workspace) + 1, stream, &flags));
   if (flags & kernels::kErrNonFiniteInput)
     return invalid_argument("input holds Inf or NaN; NVFP4 cannot represent it (outputs of that run are undefined)");
   if (flags & kernels::kErrBadGlobalScale)

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <optional>
 
 #include "fp4moe/bf16.h"
 #include "fp4moe/nvfp4.h"
@@ -140,58 +141,58 @@ TEST(QuantizeGpu, RoundingMidpointsTieToEvenOnDevice) {
     }
 }
 
+// Global scales the codec cannot use (usable_global_scale): 0, negative, subnormal, Inf, NaN.
+const float kUnusableGlobalScales[] = {0.0f, -1.0f, 1e-40f, INFINITY, NAN};
+
+// A 4 x 64 bf16 input of fresh random values quantized on the GPU into buffers of its size, and its check().
+struct SmallQuantize {
+  std::vector<uint16_t> bits = devdata::random_bf16_matrix(4, 64, devdata::fresh_seed());
+  DeviceBuffer in{bits.size() * 2}, packed{4 * 32}, scales{16}, gs{4}, ws;
+  QuantizeNvfp4Args a;
+  SmallQuantize() {
+    a.input = in.get();
+    a.rows = 4;
+    a.k = 64;
+    a.packed = packed.get();
+    a.scales = scales.get();
+    a.global_scale = gs.as<float>();
+    ws.alloc(QuantizeNvfp4::workspace_size(a));
+  }
+  // Uploads `bits` and the global scale `g` (none where the run computes it), runs, and returns check()'s Status.
+  Status run_and_check(std::optional<float> g = std::nullopt) {
+    a.compute_global_scale = !g.has_value();
+    EXPECT_TRUE(in.upload(bits));
+    if (g) EXPECT_TRUE(gs.upload(std::vector<float>{*g}));
+    const Status r = QuantizeNvfp4::run(a, ws.get(), ws.bytes(), nullptr);
+    EXPECT_TRUE(r.is_ok()) << r.to_string();
+    return QuantizeNvfp4::check(ws.get(), nullptr);
+  }
+};
+
 TEST(QuantizeGpu, NonFiniteInputIsReported) {
   FP4MOE_SKIP_WITHOUT_GPU();
-  std::vector<uint16_t> bits = devdata::random_bf16_matrix(4, 64, devdata::fresh_seed());
-  bits[77] = 0x7F80;  // +Inf
-  DeviceBuffer in(bits.size() * 2), packed(4 * 32), scales(16), gs(4);
-  ASSERT_TRUE(in.upload(bits));
-  QuantizeNvfp4Args a;
-  a.input = in.get();
-  a.rows = 4;
-  a.k = 64;
-  a.packed = packed.get();
-  a.scales = scales.get();
-  a.global_scale = gs.as<float>();
-  a.compute_global_scale = true;
-  DeviceBuffer ws(QuantizeNvfp4::workspace_size(a));
-  ASSERT_TRUE(QuantizeNvfp4::run(a, ws.get(), ws.bytes(), nullptr).is_ok());
-  const Status s = QuantizeNvfp4::check(ws.get(), nullptr);
+  SmallQuantize q;
+  q.bits[77] = 0x7F80;  // +Inf
+  const Status s = q.run_and_check();
   EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
   EXPECT_NE(s.message().find("Inf or NaN"), std::string::npos);
   // A clean run afterwards clears the flag.
-  bits[77] = 0x3F80;
-  ASSERT_TRUE(in.upload(bits));
-  ASSERT_TRUE(QuantizeNvfp4::run(a, ws.get(), ws.bytes(), nullptr).is_ok());
-  EXPECT_TRUE(QuantizeNvfp4::check(ws.get(), nullptr).is_ok());
+  q.bits[77] = 0x3F80;
+  EXPECT_TRUE(q.run_and_check().is_ok());
 }
 
-// A given global scale the codec cannot use (0, negative, subnormal, Inf, NaN) is reported by check(), as the host
-// codec rejects it; a usable one afterwards clears the report.
+// A given global scale the codec cannot use is reported by check(), as the host codec rejects it; a usable one
+// afterwards clears the report.
 TEST(QuantizeGpu, AnUnusableGivenGlobalScaleIsReported) {
   FP4MOE_SKIP_WITHOUT_GPU();
-  const std::vector<uint16_t> bits = devdata::random_bf16_matrix(4, 64, devdata::fresh_seed());
-  DeviceBuffer in(bits.size() * 2), packed(4 * 32), scales(16), gs(4);
-  ASSERT_TRUE(in.upload(bits));
-  QuantizeNvfp4Args a;
-  a.input = in.get();
-  a.rows = 4;
-  a.k = 64;
-  a.packed = packed.get();
-  a.scales = scales.get();
-  a.global_scale = gs.as<float>();
-  DeviceBuffer ws(QuantizeNvfp4::workspace_size(a));
-  for (float bad : {0.0f, -1.0f, 1e-40f, INFINITY, NAN}) {
+  SmallQuantize q;
+  for (float bad : kUnusableGlobalScales) {
     SCOPED_TRACE("global scale " + std::to_string(bad));
-    ASSERT_TRUE(gs.upload(std::vector<float>{bad}));
-    ASSERT_TRUE(QuantizeNvfp4::run(a, ws.get(), ws.bytes(), nullptr).is_ok());
-    const Status s = QuantizeNvfp4::check(ws.get(), nullptr);
+    const Status s = q.run_and_check(bad);
     EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
     EXPECT_NE(s.message().find("global scale"), std::string::npos) << s.to_string();
   }
-  ASSERT_TRUE(gs.upload(std::vector<float>{448.0f * 6.0f / 3.0f}));
-  ASSERT_TRUE(QuantizeNvfp4::run(a, ws.get(), ws.bytes(), nullptr).is_ok());
-  const Status ok = QuantizeNvfp4::check(ws.get(), nullptr);
+  const Status ok = q.run_and_check(448.0f * 6.0f / 3.0f);
   EXPECT_TRUE(ok.is_ok()) << ok.to_string();
 }
 
@@ -217,7 +218,7 @@ TEST(QuantizeGpu, DequantizeReportsWhatTheHostCodecRejects) {
     EXPECT_TRUE(r.is_ok()) << r.to_string();
     return DequantizeNvfp4::check(d.error_flags, nullptr);
   };
-  for (float bad : {0.0f, -1.0f, 1e-40f, INFINITY, NAN}) {
+  for (float bad : kUnusableGlobalScales) {
     SCOPED_TRACE("global scale " + std::to_string(bad));
     ASSERT_TRUE(gs.upload(std::vector<float>{bad}));
     const Status s = run_and_check();

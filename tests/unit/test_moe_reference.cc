@@ -42,6 +42,22 @@ Experts make_experts(int64_t E, int64_t rows, int64_t k, uint64_t seed) {
   return x;
 }
 
+// The reference's input over these buffers (kept alive by the caller): T tokens of H, E experts, top-K.
+reference::MoeReferenceInput reference_input(int64_t T, int64_t H, int64_t I, int64_t K, int64_t E,
+                                             const std::vector<uint16_t>& hid, const std::vector<int32_t>& ids,
+                                             const std::vector<float>& wts, const reference::DecodedExperts& d13,
+                                             const reference::DecodedExperts& d2, bool gate_first = true) {
+  reference::MoeReferenceInput in;
+  in.num_tokens = T, in.hidden = H, in.intermediate = I, in.top_k = K, in.num_experts = E;
+  in.gate_first = gate_first;
+  in.hidden_bf16 = hid.data();
+  in.topk_ids = ids.data();
+  in.topk_weights = wts.data();
+  in.w13 = &d13;
+  in.w2 = &d2;
+  return in;
+}
+
 TEST(MoeReference, DecodeMatchesTheCodec) {
   const Experts x = make_experts(3, 32, 64, devdata::fresh_seed());
   const auto v = x.view();
@@ -69,14 +85,7 @@ TEST(MoeReference, LayerMatchesADirectComputation) {
     const auto hid = devdata::random_bf16_matrix(T, H, seed + 7, 1);
     const std::vector<int32_t> ids = {0, 3, 2, 1, 3, 0};
     const std::vector<float> wts = {0.7f, 0.3f, 0.5f, 0.5f, 0.9f, 0.1f};
-    reference::MoeReferenceInput in;
-    in.num_tokens = T, in.hidden = H, in.intermediate = I, in.top_k = K, in.num_experts = E;
-    in.gate_first = gate_first;
-    in.hidden_bf16 = hid.data();
-    in.topk_ids = ids.data();
-    in.topk_weights = wts.data();
-    in.w13 = &d13;
-    in.w2 = &d2;
+    const reference::MoeReferenceInput in = reference_input(T, H, I, K, E, hid, ids, wts, d13, d2, gate_first);
     std::vector<std::vector<uint16_t>> act(static_cast<size_t>(T * K));
     // The direct path goes through the codec's fp32 dequantization (one rounding per weight), so it agrees
     // to about 2^-23 of the sum of |terms|, which is what the comparisons allow.
@@ -167,13 +176,7 @@ TEST(MoeReference, DownToleranceCoversFp32AccumulationRoundedToBf16) {
     ids[i] = static_cast<int32_t>(rng() % E);
     wts[i] = 0.05f + static_cast<float>(rng() % 1000) / 1000.0f;
   }
-  reference::MoeReferenceInput in;
-  in.num_tokens = T, in.hidden = H, in.intermediate = I, in.top_k = K, in.num_experts = E;
-  in.hidden_bf16 = hid.data();
-  in.topk_ids = ids.data();
-  in.topk_weights = wts.data();
-  in.w13 = &d13;
-  in.w2 = &d2;
+  const reference::MoeReferenceInput in = reference_input(T, H, I, K, E, hid, ids, wts, d13, d2);
   // SwiGLU rows as bf16 with random signs scaled up (so that the sums cancel and round as a real layer's do).
   std::vector<std::vector<uint16_t>> act(static_cast<size_t>(T * K));
   for (auto& a : act) {
@@ -215,13 +218,7 @@ TEST(MoeReference, SkipsOutOfRangeIdsAndNonFiniteWeights) {
   const auto hid = devdata::random_bf16_matrix(1, 32, 9, 1);
   const std::vector<int32_t> ids = {5, 1};
   const std::vector<float> wts = {1.0f, NAN};
-  reference::MoeReferenceInput in;
-  in.num_tokens = 1, in.hidden = 32, in.intermediate = 16, in.top_k = 2, in.num_experts = 2;
-  in.hidden_bf16 = hid.data();
-  in.topk_ids = ids.data();
-  in.topk_weights = wts.data();
-  in.w13 = &d13;
-  in.w2 = &d2;
+  const reference::MoeReferenceInput in = reference_input(1, 32, 16, 2, 2, hid, ids, wts, d13, d2);
   EXPECT_TRUE(reference::reference_gate_up(in, 0, 0).act.empty()) << "id 5 of 2 experts is skipped";
   std::vector<std::vector<uint16_t>> act(2, std::vector<uint16_t>(16, float_to_bf16(1.0f)));
   const auto out = reference::reference_down(in, act);

@@ -6,15 +6,9 @@
 # tile (--block-m 128), each run with its own read probe and cuBLAS.
 # carry [".device/gpu.tgz"].
 set -uo pipefail
-tar xzf .device/gpu.tgz
-FP4MOE_SUITE="tests nccl" TAIL=8 timeout 300 scripts/gpu-suite
-echo "suite rc $? [$SECONDS s]"
-. scripts/gpu-env
-PYBIN=python3
-"$PYBIN" -c 'import torch' 2>/dev/null || PYBIN=/opt/torch/.venv/bin/python3
-PYTHONPATH=python FP4MOE_CAPI_LIBRARY=build-sm90/python/libfp4moe_capi.so FP4MOE_CLI=build-sm90/fp4moe \
-  timeout 150 "$PYBIN" -m pytest -q -rs -p no:cacheprovider python/tests > "$OUT/py-tests.log" 2>&1
-echo "pytest rc $? [$SECONDS s]"; tail -8 "$OUT/py-tests.log"
+. docs/perf/logs/2026-12-06-session42/s42-lib.sh
+s42_suite 8 300
+s42_pytest
 mkdir -p "$OUT/prefill"
 for r in 1 2 3; do
   for s in tp8 ep8; do
@@ -24,4 +18,4 @@ for r in 1 2 3; do
     echo "$s round $r rc $? [$SECONDS s]"; grep -E "^ +(2048|4096) " "$OUT/prefill/$s-$r.log" | cut -c1-150
   done
 done
-cd "$OUT" && tar czf /tmp/all.tgz . && find . -mindepth 1 -delete && mv /tmp/all.tgz . && ls -la
+s41_pack

@@ -5,18 +5,9 @@
 # sm_120f kernels and fail here), then compute-sanitizer memcheck over the touched GPU tests.
 # carry [".device/gpu.tgz"].
 set -uo pipefail
-tar xzf .device/gpu.tgz
-FP4MOE_SUITE="tests nccl" TAIL=8 timeout 300 scripts/gpu-suite
-echo "suite rc $? [$SECONDS s]"
-. scripts/gpu-env
-PYBIN=python3
-"$PYBIN" -c 'import torch' 2>/dev/null || PYBIN=/opt/torch/.venv/bin/python3
-PYTHONPATH=python FP4MOE_CAPI_LIBRARY=build-sm90/python/libfp4moe_capi.so FP4MOE_CLI=build-sm90/fp4moe \
-  timeout 150 "$PYBIN" -m pytest -q -rs -p no:cacheprovider python/tests > "$OUT/py-tests.log" 2>&1
-echo "pytest rc $? [$SECONDS s]"; tail -8 "$OUT/py-tests.log"
+. docs/perf/logs/2026-12-06-session42/s42-lib.sh
+s42_suite 8 300
+s42_pytest
 # compute-sanitizer memcheck over the GPU tests this change touched
-SAN=/usr/local/cuda/bin/compute-sanitizer; [ -x "$SAN" ] || SAN=$(command -v compute-sanitizer)
-timeout 120 "$SAN" --tool memcheck --leak-check full build-sm90/tests/fp4moe_gpu_tests \
-  --gtest_filter='QuantizeGpu.*:MoeLayerArgs.*:MoeGpu.ZeroTokensIsANoOp:MoeRobustness.EveryBad*' > "$OUT/memcheck.log" 2>&1
-echo "memcheck rc $? [$SECONDS s]"; grep -E "ERROR SUMMARY|PASSED|FAILED" "$OUT/memcheck.log" | tail -4
-cd "$OUT" && tar czf /tmp/all.tgz . && find . -mindepth 1 -delete && mv /tmp/all.tgz . && ls -la
+s42_memcheck 120 'QuantizeGpu.*:MoeLayerArgs.*:MoeGpu.ZeroTokensIsANoOp:MoeRobustness.EveryBad*' --leak-check full
+s41_pack

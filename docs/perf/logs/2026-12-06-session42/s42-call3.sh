@@ -3,13 +3,11 @@
 # overlapping an input or another output, before the first copy): the shard GPU tests, with memcheck over the
 # tensor-parallel one. carry [".device/gpu.tgz"].
 set -uo pipefail
+. docs/perf/logs/2026-12-06-session42/s42-lib.sh
 tar xzf .device/gpu.tgz
 . scripts/gpu-env
 nvidia-smi --query-gpu=name,clocks.sm,clocks.mem --format=csv > "$OUT/smi.txt" 2>&1; cat "$OUT/smi.txt"
 timeout 200 build-sm90/tests/fp4moe_gpu_tests --gtest_filter='MoeShards.*' > "$OUT/gpu-tests.log" 2>&1
 echo "tests rc $? [$SECONDS s]"; grep -E "^\[  (PASSED|FAILED)|FAILED  \]|tests ran" "$OUT/gpu-tests.log" | head -20
-SAN=/usr/local/cuda/bin/compute-sanitizer; [ -x "$SAN" ] || SAN=$(command -v compute-sanitizer)
-timeout 200 "$SAN" --tool memcheck build-sm90/tests/fp4moe_gpu_tests \
-  --gtest_filter='MoeShards.TensorParallelSlicesSumToTheFullLayer' > "$OUT/memcheck.log" 2>&1
-echo "memcheck rc $? [$SECONDS s]"; grep -E "ERROR SUMMARY|PASSED|FAILED" "$OUT/memcheck.log" | tail -4
-cd "$OUT" && tar czf /tmp/all.tgz . && find . -mindepth 1 -delete && mv /tmp/all.tgz . && ls -la
+s42_memcheck 200 'MoeShards.TensorParallelSlicesSumToTheFullLayer'
+s41_pack
