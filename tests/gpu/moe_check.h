@@ -97,9 +97,12 @@ struct Case {
   // An expert-parallel rank holding experts [0, E) of global_experts (0: not sharded); the inputs' ids stay in
   // [0, E), so every pair is this rank's and the layer of E experts is the reference.
   int64_t global_experts = 0;
+  // With global_experts: ids drawn over all global_experts instead, so the pairs routed to the other ranks' experts
+  // [E, global_experts) are skipped (the reference skips ids past its E too) and must not be reported.
+  bool global_ids = false;
   std::string name() const {
     return "T" + std::to_string(T) + "_E" + std::to_string(E) +
-           (global_experts ? "_of" + std::to_string(global_experts) : "") + "_H" + std::to_string(H) + "_I" + std::to_string(I) +
+           (global_experts ? "_of" + std::to_string(global_experts) + (global_ids ? "_globalids" : "") : "") + "_H" + std::to_string(H) + "_I" + std::to_string(I) +
            "_k" + std::to_string(k) + "_" + testing::routing_name(routing) + "_bm" + std::to_string(block_m) +
            (finalize == FinalizeMode::kAtomic ? "_atomic" : finalize == FinalizeMode::kDeterministicBf16 ? "_detbf16" : "_det") + (gate_first ? "_gatefirst" : "_upfirst") +
            (dequant_kind ? "_ws2" : "") + "_splits" + std::to_string(down_k_splits) + (pdl ? "" : "_nopdl") +
@@ -153,7 +156,7 @@ struct Problem {
     seed = s;
     const MoeShape shape{c.E, c.H, c.I, c.k, c.global_experts, 0};  // (0 global experts: the E of an unsharded layer)
     ASSERT_TRUE(make_weights(shape, seed, c.dequant_kind, &w13, &w2));
-    make_inputs(shape, c.T, c.routing, seed, &in);
+    make_inputs(c.global_ids ? MoeShape{c.global_experts, c.H, c.I, c.k} : shape, c.T, c.routing, seed, &in);
     const Status st = layer.init(shape, options_for(c), w13.device(), w2.device(), nullptr);
     ASSERT_TRUE(st.is_ok()) << st.to_string();
     hidden.alloc(in.hidden.size() * 2);

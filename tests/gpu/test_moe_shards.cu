@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <map>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "fp4moe/bf16.h"
@@ -696,6 +697,111 @@ TEST(MoeShards, GateUpSplitKMatchesTheReferenceAndIsDeterministic) {
     const auto out = p.out.download<uint8_t>(static_cast<size_t>(128 * 1024 * 2));
     EXPECT_TRUE(std::all_of(out.begin(), out.end(), [](uint8_t b) { return b == 0x5A; })) << "a rejected call wrote";
   }
+}
+
+// Every preset's tensor- and expert-parallel shards as `fp4moe plan --shards` derives them (shard_shape; EP: rank 0,
+// experts [0, E / ep) of E), at their real E, H, I / tp and k: the layer plans every T the benches time, and a step
+// runs against the fp64 reference (output and workspace poisoned, every element checked) at the layer's own plan,
+// at the largest block_m the shard's tiles serve (the prefill tile where it fits) and, on the TP8 and EP8 shards (the
+// RTX PRO 6000 deployment), on the sm_120 configs. EP ranks take ids over the model's experts: the other ranks'
+// pairs are skipped, unreported. A shard the kernels do not serve is rejected by can_implement with the planner's
+// reason; one shard_shape refuses (I / tp not a multiple of 64) is kUnsupported.
+TEST(MoeShards, EveryPresetShardMatchesTheReference) {
+  FP4MOE_SKIP_WITHOUT_GPU();
+  const bool sm90 = testing::compute_capability_major() == 9;
+  bool sm120_here = false;  // this build runs the sm_120 configs on this GPU (FP4MOE_SM120_ON_SM90, sm_90)
+  if (sm90) {
+    MoeLayerOptions o;
+    o.kernel_arch = 120;
+    o.tuning_cache = "none";
+    testing::ExpertWeights w13, w2;
+    ASSERT_TRUE(w13.make(8, 512, 256, 1, false) && w2.make(8, 256, 256, 2, false));
+    MoeLayer probe;
+    const Status st = probe.init(MoeShape{8, 256, 256, 2}, o, w13.device(), w2.device(), nullptr);
+    if (st.code() != StatusCode::kUnsupported) ASSERT_TRUE(st.is_ok()) << st.to_string();
+    sm120_here = st.is_ok();
+    if (!sm120_here) std::printf("no sm_120 runs: %s\n", st.message().c_str());
+  }
+  auto shape_name = [](const MoeShape& s) {
+    return "E=" + std::to_string(s.num_experts) + (s.num_global_experts ? "/" + std::to_string(s.num_global_experts) : "") +
+           " H=" + std::to_string(s.hidden) + " I=" + std::to_string(s.intermediate) + " k=" + std::to_string(s.top_k);
+  };
+  const uint64_t seed0 = devdata::fresh_seed() % 1000003;
+  int runnable = 0, refused = 0, unserved = 0, sm120_runs = 0;
+  for (const ModelPreset& m : model_presets()) {
+    for (const auto& [tp, ep] : std::vector<std::pair<int64_t, int64_t>>{{2, 1}, {4, 1}, {8, 1}, {1, 2}, {1, 4}, {1, 8}}) {
+      const std::string name = std::string(m.key) + (tp > 1 ? " TP" + std::to_string(tp) : " EP" + std::to_string(ep));
+      SCOPED_TRACE(name);
+      MoeShape s;
+      const Status ss = shard_shape(m.shape, tp, ep, 0, &s);
+      if (!ss.is_ok()) {
+        EXPECT_EQ(ss.code(), StatusCode::kUnsupported) << ss.to_string();
+        std::printf("%-24s no shard: %s\n", name.c_str(), ss.message().c_str());
+        ++refused;
+        continue;
+      }
+      std::vector<ShardTiles> tiles90, tiles120;
+      const Status t90 = shard_kernel_tiles(s, arch_info(90), &tiles90);
+      const Status t120 = shard_kernel_tiles(s, arch_info(120), &tiles120);
+      MoeLayerOptions o;
+      const Status can = MoeLayer::can_implement(s, o);
+      if (!t90.is_ok()) {
+        EXPECT_FALSE(can.is_ok()) << "the planner does not serve this shard, the layer takes it";
+        EXPECT_EQ(can.message(), t90.message());
+        std::printf("%-24s not served: %s\n", name.c_str(), can.message().c_str());
+        ++unserved;
+        continue;
+      }
+      ASSERT_TRUE(can.is_ok()) << can.to_string();
+      ASSERT_TRUE(t120.is_ok()) << t120.to_string();
+      ASSERT_FALSE(tiles90.empty());
+      ++runnable;
+      testing::Case c{};
+      c.T = ep > 1 ? 4 * ep : 5;  // (an EP rank gets about T k / ep of the pairs)
+      c.E = s.num_experts, c.H = s.hidden, c.I = s.intermediate, c.k = s.top_k;
+      c.global_experts = ep > 1 ? s.num_global_experts : 0;
+      c.global_ids = ep > 1;
+      c.routing = runnable % 2 ? testing::Routing::kSkewed : testing::Routing::kUniform;
+      const uint64_t seed = seed0 + static_cast<uint64_t>(runnable);
+      std::vector<std::pair<std::string, testing::Case>> runs{{"own plan", c}};
+      if (sm90) {
+        testing::Case big = c;
+        big.block_m = tiles90.back().block_m;
+        runs.push_back({"bm" + std::to_string(big.block_m), big});
+        if (sm120_here && (tp == 8 || ep == 8)) {
+          testing::Case rtx = c;
+          rtx.kernel_arch = 120;
+          rtx.direct_decode = false;
+          runs.push_back({"sm_120 configs", rtx});
+        }
+      }
+      for (const auto& [what, rc] : runs) {
+        SCOPED_TRACE(what);
+        if (rc.kernel_arch == 120) ++sm120_runs;
+        testing::Problem p;
+        p.setup(rc, seed);
+        if (HasFatalFailure()) return;
+        if (what == "own plan") {
+          for (int64_t T : {1, 2, 8, 64, 512, 2048, 4096, 16384}) {
+            MoeForwardArgs a;
+            a.num_tokens = T;
+            MoeRunPlan plan;
+            const Status st = p.layer.plan(a, &plan);
+            EXPECT_TRUE(st.is_ok()) << "T=" << T << ": " << st.to_string();
+          }
+        }
+        p.run_poisoned();
+        if (HasFatalFailure()) return;
+        testing::check_against_reference(p);
+        if (HasFatalFailure()) return;
+        std::printf("%-24s %-16s %-40s %s\n", name.c_str(), what.c_str(), shape_name(s).c_str(), p.layer.describe(rc.T).c_str());
+      }
+    }
+  }
+  std::printf("preset shards: %d run, %d refused by shard_shape, %d not served by the kernels; %d sm_120 runs\n", runnable,
+              refused, unserved, sm120_runs);
+  EXPECT_GE(runnable, 30) << "most presets' shards should run";
+  if (sm120_here) EXPECT_GT(sm120_runs, 0);
 }
 
 }  // namespace
