@@ -704,8 +704,9 @@ TEST(MoeShards, GateUpSplitKMatchesTheReferenceAndIsDeterministic) {
 // runs against the fp64 reference (output and workspace poisoned, every element checked) at the layer's own plan,
 // at the largest block_m the shard's tiles serve (the prefill tile where it fits) and, on the TP8 and EP8 shards (the
 // RTX PRO 6000 deployment), on the sm_120 configs. EP ranks take ids over the model's experts: the other ranks'
-// pairs are skipped, unreported. A shard the kernels do not serve is rejected by can_implement with the planner's
-// reason; one shard_shape refuses (I / tp not a multiple of 64) is kUnsupported.
+// pairs are skipped, unreported; the sm_120 configs' plans keep to mma.sync and the arch table's 101,376 B a block. A
+// shard the kernels do not serve is rejected by can_implement with the planner's reason; a shard shard_shape refuses
+// (I / tp not a multiple of 64) is kUnsupported.
 TEST(MoeShards, EveryPresetShardMatchesTheReference) {
   FP4MOE_SKIP_WITHOUT_GPU();
   const bool sm90 = testing::compute_capability_major() == 9;
@@ -781,6 +782,12 @@ TEST(MoeShards, EveryPresetShardMatchesTheReference) {
         testing::Problem p;
         p.setup(rc, seed);
         if (HasFatalFailure()) return;
+        if (rc.kernel_arch == 120) {
+          const MoeRunPlan rp = testing::plan_of(p.layer, rc.T);
+          EXPECT_FALSE(rp.gate_up.wgmma || rp.down.wgmma) << rp.to_string();
+          EXPECT_LE(rp.gate_up.smem_bytes, arch_info(120).smem_per_block) << rp.to_string();
+          EXPECT_LE(rp.down.smem_bytes, arch_info(120).smem_per_block) << rp.to_string();
+        }
         if (what == "own plan") {
           for (int64_t T : {1, 2, 8, 64, 512, 2048, 4096, 16384}) {
             MoeForwardArgs a;
