@@ -24,7 +24,8 @@ Status check_device_pointer(const void* p, size_t bytes, const char* name);
 Status check_stream_device(cudaStream_t stream, int device);
 
 // The 32-bit error word a kernel recorded at `word` (device), read on `stream` after the work queued before it
-// (synchronises the stream): how every check() reads its flags.
+// (synchronises the stream): how every check() reads its flags. The caller has checked `word`
+// (check_device_pointer, with the name its API gives it).
 Status read_error_word(const uint32_t* word, cudaStream_t stream, uint32_t* out);
 
 }  // namespace fp4moe::detail

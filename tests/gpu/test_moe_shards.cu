@@ -491,21 +491,29 @@ TEST(MoeShards, DirectDownRingMatchesTheReferenceAndTheTiledKernels) {
   }
 }
 
+// Whether this build runs the sm_120 configs on this GPU (MoeLayerOptions::kernel_arch = 120: FP4MOE_SM120_ON_SM90 on
+// an sm_90 part): a small layer's init with them. OK; kUnsupported where they do not run here; any other failure is a
+// defect.
+Status init_sm120_configs_here() {
+  if (testing::compute_capability_major() != 9) return unsupported("the sm_120 configs run on sm_90 parts only");
+  MoeLayerOptions o;
+  o.kernel_arch = 120;
+  o.tuning_cache = "none";
+  testing::ExpertWeights w13, w2;
+  if (!(w13.make(8, 512, 256, 1, false) && w2.make(8, 256, 256, 2, false)))
+    return Status(StatusCode::kCudaError, "the probe's weights could not be made");
+  MoeLayer probe;
+  return probe.init(MoeShape{8, 256, 256, 2}, o, w13.device(), w2.device(), nullptr);
+}
+
 // The sm_120 configs (RTX 5090 / RTX PRO 6000: 101,376 B layouts, mma.sync, one block per SM) run on the H200 in
 // the GPU test build (FP4MOE_SM120_ON_SM90): every block size, the TP8 and EP8 shards of GLM-5 scaled down, the
 // small-K tiles, both finalize modes, fused routing; against the reference, outputs poisoned first.
 TEST(MoeShards, Sm120ConfigsMatchTheReferenceOnTheH200) {
   FP4MOE_SKIP_WITHOUT_GPU();
-  const int major = testing::compute_capability_major();
   {
-    MoeLayerOptions o;
-    o.kernel_arch = 120;
-    o.tuning_cache = "none";
-    testing::ExpertWeights w13, w2;
-    ASSERT_TRUE(w13.make(8, 512, 256, 1, false) && w2.make(8, 256, 256, 2, false));
-    MoeLayer probe;
-    const Status st = probe.init(MoeShape{8, 256, 256, 2}, o, w13.device(), w2.device(), nullptr);
-    if (major != 9 || st.code() == StatusCode::kUnsupported)
+    const Status st = init_sm120_configs_here();
+    if (st.code() == StatusCode::kUnsupported)
       GTEST_SKIP() << "this build or GPU does not run the sm_120 configs on sm_90 (FP4MOE_SM120_ON_SM90, an H100/H200): "
                    << st.to_string();
     ASSERT_TRUE(st.is_ok()) << st.to_string();
@@ -710,19 +718,10 @@ TEST(MoeShards, GateUpSplitKMatchesTheReferenceAndIsDeterministic) {
 TEST(MoeShards, EveryPresetShardMatchesTheReference) {
   FP4MOE_SKIP_WITHOUT_GPU();
   const bool sm90 = testing::compute_capability_major() == 9;
-  bool sm120_here = false;  // this build runs the sm_120 configs on this GPU (FP4MOE_SM120_ON_SM90, sm_90)
-  if (sm90) {
-    MoeLayerOptions o;
-    o.kernel_arch = 120;
-    o.tuning_cache = "none";
-    testing::ExpertWeights w13, w2;
-    ASSERT_TRUE(w13.make(8, 512, 256, 1, false) && w2.make(8, 256, 256, 2, false));
-    MoeLayer probe;
-    const Status st = probe.init(MoeShape{8, 256, 256, 2}, o, w13.device(), w2.device(), nullptr);
-    if (st.code() != StatusCode::kUnsupported) ASSERT_TRUE(st.is_ok()) << st.to_string();
-    sm120_here = st.is_ok();
-    if (!sm120_here) std::printf("no sm_120 runs: %s\n", st.message().c_str());
-  }
+  const Status sm120 = init_sm120_configs_here();
+  if (sm120.code() != StatusCode::kUnsupported) ASSERT_TRUE(sm120.is_ok()) << sm120.to_string();
+  const bool sm120_here = sm120.is_ok();
+  if (!sm120_here) std::printf("no sm_120 runs: %s\n", sm120.message().c_str());
   auto shape_name = [](const MoeShape& s) {
     return "E=" + std::to_string(s.num_experts) + (s.num_global_experts ? "/" + std::to_string(s.num_global_experts) : "") +
            " H=" + std::to_string(s.hidden) + " I=" + std::to_string(s.intermediate) + " k=" + std::to_string(s.top_k);

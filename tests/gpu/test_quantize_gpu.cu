@@ -97,6 +97,36 @@ TEST(QuantizeGpu, BitExactWithHostCodecAllShapesLayoutsModes) {
       }
 }
 
+// A rows x k bf16 input (fresh random values unless given) quantized on the GPU into buffers of its size, outputs and
+// workspace poisoned before each run, and its check().
+struct SmallQuantize {
+  int64_t rows, k;
+  std::vector<uint16_t> bits;
+  DeviceBuffer in, packed, scales, gs{4}, ws;
+  QuantizeNvfp4Args a;
+  explicit SmallQuantize(int64_t r = 4, int64_t kk = 64, std::vector<uint16_t> given = {})
+      : rows(r), k(kk), bits(given.empty() ? devdata::random_bf16_matrix(r, kk, devdata::fresh_seed()) : std::move(given)),
+        in(bits.size() * 2), packed(static_cast<size_t>(r * kk / 2)), scales(static_cast<size_t>(r * kk / 16)) {
+    a.input = in.get();
+    a.rows = rows;
+    a.k = k;
+    a.packed = packed.get();
+    a.scales = scales.get();
+    a.global_scale = gs.as<float>();
+    EXPECT_TRUE(QuantizeNvfp4::can_implement(a).is_ok());
+    ws.alloc(QuantizeNvfp4::workspace_size(a));
+  }
+  // Uploads `bits` and the global scale `g` (none where the run computes it), runs, and returns check()'s Status.
+  Status run_and_check(std::optional<float> g = std::nullopt) {
+    a.compute_global_scale = !g.has_value();
+    EXPECT_TRUE(in.upload(bits) && packed.poison() && scales.poison() && ws.poison());
+    if (g) EXPECT_TRUE(gs.upload(std::vector<float>{*g}));
+    const Status r = QuantizeNvfp4::run(a, ws.get(), ws.bytes(), nullptr);
+    EXPECT_TRUE(r.is_ok()) << r.to_string();
+    return QuantizeNvfp4::check(ws.get(), nullptr);
+  }
+};
+
 TEST(QuantizeGpu, RoundingMidpointsTieToEvenOnDevice) {
   FP4MOE_SKIP_WITHOUT_GPU();
   // gs = 1 and a block amax of 6 give scale 1.0, so the kernel rounds the values themselves.
@@ -107,22 +137,11 @@ TEST(QuantizeGpu, RoundingMidpointsTieToEvenOnDevice) {
     for (float v : vals) bits.push_back(float_to_bf16(v));
   Nvfp4Matrix ref;
   ASSERT_TRUE(quantize_nvfp4_bf16(bits.data(), 3, 16, 1.0f, ScaleLayout::kLinear, &ref).is_ok());
-  DeviceBuffer in(bits.size() * 2), packed(24), scales(3), gs(4);
-  ASSERT_TRUE(in.upload(bits) && packed.poison() && scales.poison() && gs.upload(std::vector<float>{1.0f}));
-  QuantizeNvfp4Args a;
-  a.input = in.get();
-  a.rows = 3;
-  a.k = 16;
-  a.packed = packed.get();
-  a.scales = scales.get();
-  a.global_scale = gs.as<float>();
-  ASSERT_TRUE(QuantizeNvfp4::can_implement(a).is_ok());
-  DeviceBuffer ws(QuantizeNvfp4::workspace_size(a));
-  ASSERT_TRUE(ws.poison());
-  ASSERT_TRUE(QuantizeNvfp4::run(a, ws.get(), ws.bytes(), nullptr).is_ok());
-  ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
-  const auto got = packed.download<uint8_t>(24);
-  const auto got_s = scales.download<uint8_t>(3);
+  SmallQuantize q(3, 16, bits);
+  const Status st = q.run_and_check(1.0f);
+  ASSERT_TRUE(st.is_ok()) << st.to_string();
+  const auto got = q.packed.download<uint8_t>(24);
+  const auto got_s = q.scales.download<uint8_t>(3);
   ASSERT_EQ(got.size(), 24u);
   ASSERT_EQ(got_s.size(), 3u);
   for (int i = 0; i < 24; ++i) EXPECT_EQ(got[static_cast<size_t>(i)], ref.packed[static_cast<size_t>(i)]) << "byte " << i;
@@ -143,31 +162,6 @@ TEST(QuantizeGpu, RoundingMidpointsTieToEvenOnDevice) {
 
 // Global scales the codec cannot use (usable_global_scale): 0, negative, subnormal, Inf, NaN.
 const float kUnusableGlobalScales[] = {0.0f, -1.0f, 1e-40f, INFINITY, NAN};
-
-// A 4 x 64 bf16 input of fresh random values quantized on the GPU into buffers of its size, and its check().
-struct SmallQuantize {
-  std::vector<uint16_t> bits = devdata::random_bf16_matrix(4, 64, devdata::fresh_seed());
-  DeviceBuffer in{bits.size() * 2}, packed{4 * 32}, scales{16}, gs{4}, ws;
-  QuantizeNvfp4Args a;
-  SmallQuantize() {
-    a.input = in.get();
-    a.rows = 4;
-    a.k = 64;
-    a.packed = packed.get();
-    a.scales = scales.get();
-    a.global_scale = gs.as<float>();
-    ws.alloc(QuantizeNvfp4::workspace_size(a));
-  }
-  // Uploads `bits` and the global scale `g` (none where the run computes it), runs, and returns check()'s Status.
-  Status run_and_check(std::optional<float> g = std::nullopt) {
-    a.compute_global_scale = !g.has_value();
-    EXPECT_TRUE(in.upload(bits));
-    if (g) EXPECT_TRUE(gs.upload(std::vector<float>{*g}));
-    const Status r = QuantizeNvfp4::run(a, ws.get(), ws.bytes(), nullptr);
-    EXPECT_TRUE(r.is_ok()) << r.to_string();
-    return QuantizeNvfp4::check(ws.get(), nullptr);
-  }
-};
 
 TEST(QuantizeGpu, NonFiniteInputIsReported) {
   FP4MOE_SKIP_WITHOUT_GPU();
