@@ -27,6 +27,10 @@ struct MoeWorkspaceView {
   const int32_t* perm_pair = nullptr;       // [T * k] pair index (t * k + s) of each permuted row
   const int32_t* inv_perm = nullptr;        // [T * k] permuted row of each pair, -1 if the pair was skipped
   const void* act = nullptr;                // bf16 [T * k, I] SwiGLU output in permuted row order
+  // gate_up's split-K partial sums (its K splits, or its tail kernel's K pieces) under the layer's own plan for T
+  // tokens (nothing forced); gate_up_partial_floats 0 where that plan has none.
+  const float* gate_up_partials = nullptr;
+  int64_t gate_up_partial_floats = 0;
 };
 MoeWorkspaceView workspace_view(const MoeLayer& layer, const void* workspace, int64_t num_tokens);
 

@@ -612,6 +612,14 @@ testing::MoeWorkspaceView detail::MoeLayerAccess::view(const MoeLayer& l, const 
   v.perm_pair = reinterpret_cast<const int32_t*>(base + L.perm);
   v.inv_perm = reinterpret_cast<const int32_t*>(base + L.inv);
   v.act = base + L.act;
+  MoeForwardArgs a;
+  a.num_tokens = num_tokens;
+  MoeRunPlan rp;
+  if (l.plan(a, &rp).is_ok()) {  // (the split buffer sits past the finalize's, whose size the plan sets)
+    const detail::WorkspaceLayout C = detail::call_workspace_layout(l.impl_->shape, l.impl_->options.finalize, rp);
+    v.gate_up_partials = reinterpret_cast<const float*>(base + C.gu_split);
+    v.gate_up_partial_floats = (C.gu_counters - C.gu_split) / 4;
+  }
   return v;
 }
 
