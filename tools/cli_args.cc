@@ -67,13 +67,6 @@ void add_model_options(CLI::App* sub, ModelOptions* o) {
       ->check(CLI::Range(int64_t{1}, int64_t{1024}))->capture_default_str();
 }
 
-std::string shape_text(const MoeShape& s) {
-  std::string e = std::to_string(s.num_experts);
-  if (s.global_experts() != s.num_experts) e += "/" + std::to_string(s.global_experts());
-  return "E=" + e + " H=" + std::to_string(s.hidden) + " I=" + std::to_string(s.intermediate) + " k=" +
-         std::to_string(s.top_k);
-}
-
 std::string SelectedModel::label() const {
   std::string l = name;
   if (tp > 1 || ep > 1) {

@@ -43,7 +43,6 @@ struct SelectedModel {
 // Resolves the options: the preset or shape, and the shard (tp must divide I into a multiple of 64, ep must
 // divide E). Errors name the rule.
 Status select_model(const ModelOptions& o, SelectedModel* out);
-std::string shape_text(const MoeShape& s);  // "E=32/256 H=6144 I=2048 k=8" (local / global experts under EP)
 
 // "MxNxK" with positive integers, e.g. 16x128x256.
 Status parse_tile(const std::string& text, std::vector<int>* tile);

@@ -36,6 +36,10 @@ struct MoeShape {
   int64_t global_experts() const { return num_global_experts > 0 ? num_global_experts : num_experts; }
 };
 
+// "E=32/256 H=6144 I=2048 k=8": the shape as the layer, the CLI and the tests print it (local / global experts under
+// EP, E alone otherwise).
+std::string shape_text(const MoeShape& s);
+
 // Order of the two halves of w13 [E, 2I, H]. FlashInfer / TensorRT-LLM store up first; vLLM gate first.
 enum class GateUpOrder { kGateFirst, kUpFirst };
 

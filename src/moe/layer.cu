@@ -88,11 +88,6 @@ Status check_arg_pointers(const MoeForwardArgs& a) {
   return detail::check_device_pointer(a.topk_weights, 4, "topk_weights");
 }
 
-std::string shape_str(const MoeShape& s) {
-  return "E=" + std::to_string(s.num_experts) + " H=" + std::to_string(s.hidden) + " I=" +
-         std::to_string(s.intermediate) + " k=" + std::to_string(s.top_k);
-}
-
 }  // namespace
 
 struct MoeLayer::Impl {
@@ -127,7 +122,7 @@ struct MoeLayer::Impl {
     FP4MOE_RETURN_IF_ERROR(
         detail::make_run_plan(context(), a.num_tokens, a.block_m, a.down_k_splits, p, choice, a.gate_up_k_splits));
     if (print_plans) {
-      const std::string line = "fp4moe: MoeLayer " + shape_str(shape) + " sm_" + std::to_string(arch) + ": " + p->to_string();
+      const std::string line = "fp4moe: MoeLayer " + shape_text(shape) + " sm_" + std::to_string(arch) + ": " + p->to_string();
       std::lock_guard<std::mutex> lock(printed_mutex);
       if (printed.insert(line).second) std::fprintf(stderr, "%s\n", line.c_str());
     }
@@ -301,7 +296,7 @@ std::string MoeLayer::describe(int64_t num_tokens) const {
   a.num_tokens = num_tokens;
   MoeRunPlan p;
   const Status s = impl_->plan(a, &p, nullptr);
-  return "MoeLayer " + shape_str(impl_->shape) + " sm_" + std::to_string(impl_->arch) + ": " +
+  return "MoeLayer " + shape_text(impl_->shape) + " sm_" + std::to_string(impl_->arch) + ": " +
          (s.is_ok() ? p.to_string() : "no plan for T=" + std::to_string(num_tokens) + ": " + s.message());
 }
 

@@ -13,6 +13,13 @@
 
 namespace fp4moe {
 
+std::string shape_text(const MoeShape& s) {
+  std::string e = std::to_string(s.num_experts);
+  if (s.global_experts() != s.num_experts) e += "/" + std::to_string(s.global_experts());
+  return "E=" + e + " H=" + std::to_string(s.hidden) + " I=" + std::to_string(s.intermediate) + " k=" +
+         std::to_string(s.top_k);
+}
+
 std::string MoeGemmPlan::to_string() const {
   return std::string(kernel_family_name(family)) + " " + std::to_string(block_n) + "x" + std::to_string(block_k) + ", " +
          std::to_string(stages) + " stages, " + with_commas(smem_bytes) + " B smem, " + std::to_string(threads) +

@@ -5,15 +5,12 @@
 # carry [".device/gpu.tgz"] (built by scripts/gpu-build with the wheel).
 set -uo pipefail
 . docs/perf/logs/2026-12-06-session41/s41-lib.sh
+. docs/perf/logs/2026-12-06-session44/s44-lib.sh
 nvidia-smi --query-gpu=name,clocks.sm,clocks.mem,memory.total --format=csv > "$OUT/smi.txt" 2>&1; cat "$OUT/smi.txt"
 tar xzf .device/gpu.tgz
 FP4MOE_SUITE="tests nccl python" TAIL=4 timeout 470 scripts/gpu-suite
 echo "suite rc $? [$SECONDS s]"
 . scripts/gpu-env
 tar xzOf "$OUT/gpu-suite-logs.tgz" --wildcards '*gpu-tests.log' 2>/dev/null | grep -E "GateUpTail|preset shards" | head -6
-for s in "tp 8" "ep 8"; do
-  n=${s/ /}
-  timeout 40 build-sm90/fp4moe bench --$s --tokens 1 8 64 512 --markdown "$OUT/bench-$n.md" > "$OUT/bench-$n.log" 2>&1
-  echo "bench $n rc $? [$SECONDS s]"; cat "$OUT/bench-$n.md"
-done
+s44_benches 40
 s41_pack

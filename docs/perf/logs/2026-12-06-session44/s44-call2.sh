@@ -4,14 +4,11 @@
 # shards' benches with the run's own read probe and cuBLAS bf16. carry [".device/gpu.tgz"].
 set -uo pipefail
 . docs/perf/logs/2026-12-06-session41/s41-lib.sh
+. docs/perf/logs/2026-12-06-session44/s44-lib.sh
 S41_SMI_FIELDS=name,clocks.sm,clocks.mem,power.draw,temperature.gpu s41_start .device/gpu.tgz
 if ! grep -q H200 "$OUT/smi.txt"; then echo "not an H200: nothing run"; exit 0; fi
 timeout 160 build-sm90/tests/fp4moe_gpu_tests --gtest_filter='-MoeShards.EveryPresetShardMatchesTheReference' \
   > "$OUT/gpu-tests.log" 2>&1
 echo "tests rc $? [$SECONDS s]"; grep -E "tests ran|PASSED|FAILED|SKIPPED" "$OUT/gpu-tests.log" | tail -6
-for s in "tp 8" "ep 8"; do
-  n=${s/ /}
-  timeout 30 build-sm90/fp4moe bench --$s --tokens 1 8 64 512 --markdown "$OUT/bench-$n.md" > "$OUT/bench-$n.log" 2>&1
-  echo "bench $n rc $? [$SECONDS s]"; cat "$OUT/bench-$n.md"
-done
+s44_benches 30
 s41_pack
